@@ -1,0 +1,31 @@
+/** Errors carry a Node-style `code` so callers can branch without parsing messages. */
+export class YamuxError extends Error {
+  readonly code: string;
+  constructor(code: string, message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "YamuxError";
+    this.code = code;
+  }
+}
+
+/** The peer broke the protocol; the session answers with GoAway(protocol error) and closes. */
+export class ProtocolError extends YamuxError {
+  constructor(message: string) {
+    super("ERR_YAMUX_PROTOCOL", `yamux protocol error: ${message}`);
+    this.name = "ProtocolError";
+  }
+}
+
+export const errors = {
+  sessionClosed: (cause?: Error) =>
+    new YamuxError("ERR_YAMUX_SESSION_CLOSED", "yamux session closed", cause ? { cause } : undefined),
+  remoteGoAway: () => new YamuxError("ERR_YAMUX_REMOTE_GOAWAY", "peer sent GoAway: no new streams"),
+  localGoAway: () => new YamuxError("ERR_YAMUX_LOCAL_GOAWAY", "session is going away: no new streams"),
+  tooManyStreams: (max: number) =>
+    new YamuxError("ERR_YAMUX_TOO_MANY_STREAMS", `too many concurrent streams (max ${max})`),
+  idsExhausted: () => new YamuxError("ERR_YAMUX_IDS_EXHAUSTED", "stream ids exhausted"),
+  reset: () => new YamuxError("ECONNRESET", "stream reset by peer"),
+  refused: () => new YamuxError("ECONNREFUSED", "stream refused by peer"),
+  openTimeout: (ms: number) => new YamuxError("ETIMEDOUT", `stream not acknowledged within ${ms} ms`),
+  pingTimeout: (ms: number) => new YamuxError("ETIMEDOUT", `peer did not answer a ping within ${ms} ms`),
+};

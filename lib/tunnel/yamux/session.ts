@@ -1,0 +1,339 @@
+import { EventEmitter } from "node:events";
+import type { Duplex } from "node:stream";
+import { FrameDecoder } from "./decoder.ts";
+import { errors, ProtocolError, type YamuxError } from "./errors.ts";
+import {
+  encodeDataFrame,
+  encodeHeader,
+  Flag,
+  type FrameHeader,
+  FrameType,
+  GoAwayCode,
+  type GoAwayCode as GoAwayCodeT,
+} from "./frame.ts";
+import { type ResolvedOptions, resolveOptions, type SessionOptions } from "./options.ts";
+import { type StreamHost, YamuxStream } from "./stream.ts";
+import { FrameWriter } from "./writer.ts";
+
+export interface SessionStats {
+  openStreams: number;
+  /** Wire bytes, headers included. */
+  bytesIn: number;
+  bytesOut: number;
+  /** Last measured round trip in ms; 0 until the first ping returns. */
+  rttMs: number;
+}
+
+interface PendingPing {
+  start: number;
+  resolve: (rttMs: number) => void;
+  reject: (err: Error) => void;
+  timer: NodeJS.Timeout;
+}
+
+interface AcceptWaiter {
+  resolve: (stream: YamuxStream) => void;
+  reject: (err: Error) => void;
+}
+
+export interface SessionEvents {
+  /** An inbound stream, already acknowledged. Without listeners streams wait for accept(). */
+  stream: [stream: YamuxStream];
+  /** The peer sent GoAway: it accepts no new streams; existing ones go on. */
+  goaway: [code: number];
+  /** The session is over; `err` is set when it ended abnormally. */
+  close: [err?: Error];
+}
+
+/**
+ * A yamux session over any byte-stream Duplex (a WebSocket stream, a TCP socket).
+ * Wire-compatible with hashicorp/yamux.
+ */
+export class Session extends EventEmitter<SessionEvents> {
+  readonly #conn: Duplex;
+  readonly #opts: ResolvedOptions;
+  readonly #decoder: FrameDecoder;
+  readonly #writer: FrameWriter;
+  readonly #streams = new Map<number, YamuxStream>();
+  readonly #host: StreamHost;
+  #nextId: number;
+  #highestRemoteId = 0;
+  #backlog: YamuxStream[] = [];
+  #acceptWaiters: AcceptWaiter[] = [];
+  #pings = new Map<number, PendingPing>();
+  #nextPing = 0;
+  #rttMs = 0;
+  #keepAlive: NodeJS.Timeout | undefined;
+  #localGoAway = false;
+  #remoteGoAway = false;
+  #closed = false;
+  #bytesIn = 0;
+
+  constructor(conn: Duplex, options: SessionOptions) {
+    super();
+    this.#conn = conn;
+    this.#opts = resolveOptions(options);
+    this.#nextId = this.#opts.client ? 1 : 2;
+    this.#writer = new FrameWriter(conn, this.#opts.maxWriteSize, this.#opts.writeBufferSize);
+    this.#decoder = new FrameDecoder(this.#opts.maxStreamWindow, (h, p) => this.#onFrame(h, p));
+    this.#host = this.#makeHost();
+
+    conn.on("data", (chunk: Buffer) => this.#onData(chunk));
+    conn.once("end", () => this.close());
+    conn.once("close", () => this.close());
+    conn.on("error", (err) => this.close(err));
+
+    if (this.#opts.keepAliveIntervalMs > 0) {
+      this.#keepAlive = setInterval(() => this.#keepAliveTick(), this.#opts.keepAliveIntervalMs);
+      this.#keepAlive.unref();
+      this.#keepAliveTick(); // an early RTT sample lets window auto-tuning start at once
+    }
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** True once either side has sent GoAway: no new streams. */
+  get goingAway(): boolean {
+    return this.#localGoAway || this.#remoteGoAway;
+  }
+
+  get rttMs(): number {
+    return this.#rttMs;
+  }
+
+  get stats(): SessionStats {
+    return {
+      openStreams: this.#streams.size,
+      bytesIn: this.#bytesIn,
+      bytesOut: this.#writer.bytesWritten,
+      rttMs: this.#rttMs,
+    };
+  }
+
+  /** Opens a stream; data may be written at once, before the peer acknowledges it. */
+  async open(): Promise<YamuxStream> {
+    if (this.#closed) throw errors.sessionClosed();
+    if (this.#remoteGoAway) throw errors.remoteGoAway();
+    if (this.#localGoAway) throw errors.localGoAway();
+    if (this.#streams.size >= this.#opts.maxStreams) throw errors.tooManyStreams(this.#opts.maxStreams);
+    const id = this.#nextId;
+    if (id > 0xffffffff) throw errors.idsExhausted();
+    this.#nextId += 2;
+    const stream = new YamuxStream(this.#host, id);
+    this.#streams.set(id, stream);
+    stream.sendSyn();
+    return stream;
+  }
+
+  /** Waits for the next inbound stream (used when nobody listens for "stream"). */
+  accept(): Promise<YamuxStream> {
+    const queued = this.#backlog.shift();
+    if (queued) {
+      queued.sendAck();
+      return Promise.resolve(queued);
+    }
+    if (this.#closed) return Promise.reject(errors.sessionClosed());
+    return new Promise((resolve, reject) => this.#acceptWaiters.push({ resolve, reject }));
+  }
+
+  /** Round trip time in ms; rejects if the peer does not answer within `timeoutMs`. */
+  ping(timeoutMs = this.#opts.keepAliveTimeoutMs): Promise<number> {
+    if (this.#closed) return Promise.reject(errors.sessionClosed());
+    const opaque = this.#nextPing;
+    this.#nextPing = (this.#nextPing + 1) >>> 0;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#pings.delete(opaque);
+        reject(errors.pingTimeout(timeoutMs));
+      }, timeoutMs);
+      timer.unref();
+      this.#pings.set(opaque, { start: performance.now(), resolve, reject, timer });
+      this.#writer.control(encodeHeader(FrameType.Ping, Flag.SYN, 0, opaque));
+    });
+  }
+
+  /** Tells the peer to open no new streams here; existing streams finish normally. */
+  goAway(code: GoAwayCodeT = GoAwayCode.Normal): void {
+    if (this.#closed || this.#localGoAway) return;
+    this.#localGoAway = true;
+    this.#writer.control(encodeHeader(FrameType.GoAway, 0, 0, code));
+  }
+
+  /**
+   * Ends the session: every stream is destroyed (with an error only if `err` is given), queued
+   * frames are flushed, the connection ends.
+   */
+  close(err?: Error): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    clearInterval(this.#keepAlive);
+    this.#decoder.stop();
+    const cause = errors.sessionClosed(err);
+    for (const p of this.#pings.values()) {
+      clearTimeout(p.timer);
+      p.reject(cause);
+    }
+    this.#pings.clear();
+    for (const w of this.#acceptWaiters) w.reject(cause);
+    this.#acceptWaiters = [];
+    // A clean close ends streams quietly (readers see 'close' without 'end', as with a socket);
+    // an abnormal one tells each stream why.
+    for (const s of [...this.#streams.values(), ...this.#backlog]) s.abort(err ? cause : undefined);
+    this.#streams.clear();
+    this.#backlog = [];
+    this.#writer.close();
+    const conn = this.#conn;
+    if (!conn.destroyed) {
+      conn.end();
+      setTimeout(() => conn.destroy(), this.#opts.closeTimeoutMs).unref();
+    }
+    this.emit("close", err);
+  }
+
+  #onData(chunk: Buffer): void {
+    this.#bytesIn += chunk.length;
+    try {
+      this.#decoder.push(chunk);
+    } catch (err) {
+      if (!(err instanceof ProtocolError)) throw err;
+      this.#fail(err, GoAwayCode.ProtocolError);
+    }
+  }
+
+  /** Abnormal end: say why with GoAway, then close. */
+  #fail(err: Error, code: GoAwayCodeT): void {
+    if (this.#closed) return;
+    // Sent even after a normal GoAway: the peer should learn why the session ends.
+    this.#writer.control(encodeHeader(FrameType.GoAway, 0, 0, code));
+    this.close(err);
+  }
+
+  #onFrame(h: FrameHeader, payload: Buffer | undefined): void {
+    switch (h.type) {
+      case FrameType.Data:
+      case FrameType.WindowUpdate:
+        this.#onStreamFrame(h, payload);
+        break;
+      case FrameType.Ping:
+        this.#onPing(h);
+        break;
+      case FrameType.GoAway:
+        this.#onGoAway(h.length);
+        break;
+    }
+  }
+
+  #onStreamFrame(h: FrameHeader, payload: Buffer | undefined): void {
+    if (h.streamId === 0) throw new ProtocolError("stream frame on stream 0");
+    let stream = this.#streams.get(h.streamId);
+    let inbound = false;
+    if (h.flags & Flag.SYN) {
+      if (stream) throw new ProtocolError(`duplicate SYN for stream ${h.streamId}`);
+      stream = this.#incoming(h.streamId);
+      inbound = true;
+    }
+    // Frames for streams already gone (reset, refused) are dropped, as the reference does.
+    if (!stream) return;
+    if (h.type === FrameType.Data) {
+      if (!stream.receiveData(payload ?? EMPTY)) {
+        throw new ProtocolError(`stream ${h.streamId} exceeded its receive window`);
+      }
+    } else {
+      stream.addSendWindow(h.length);
+    }
+    if (h.flags & (Flag.ACK | Flag.FIN | Flag.RST)) stream.receiveFlags(h.flags);
+    if (inbound) this.#deliver(stream);
+  }
+
+  #incoming(id: number): YamuxStream | undefined {
+    const ours = this.#opts.client ? 1 : 0;
+    if (id % 2 === ours) throw new ProtocolError(`peer opened stream ${id} with our id parity`);
+    if (id <= this.#highestRemoteId) throw new ProtocolError(`stream id ${id} reused or out of order`);
+    this.#highestRemoteId = id;
+    const backlogFull =
+      this.listenerCount("stream") === 0 &&
+      this.#acceptWaiters.length === 0 &&
+      this.#backlog.length >= this.#opts.acceptBacklog;
+    if (this.#localGoAway || this.#streams.size >= this.#opts.maxStreams || backlogFull) {
+      this.#writer.control(encodeHeader(FrameType.WindowUpdate, Flag.RST, id, 0));
+      return undefined;
+    }
+    const stream = new YamuxStream(this.#host, id);
+    this.#streams.set(id, stream);
+    return stream;
+  }
+
+  #deliver(stream: YamuxStream): void {
+    if (stream.destroyed) return;
+    const waiter = this.#acceptWaiters.shift();
+    if (waiter) {
+      stream.sendAck();
+      waiter.resolve(stream);
+    } else if (this.listenerCount("stream") > 0) {
+      stream.sendAck();
+      this.emit("stream", stream);
+    } else {
+      this.#backlog.push(stream);
+    }
+  }
+
+  #onPing(h: FrameHeader): void {
+    if (h.flags & Flag.SYN) {
+      this.#writer.control(encodeHeader(FrameType.Ping, Flag.ACK, 0, h.length));
+      return;
+    }
+    const p = this.#pings.get(h.length);
+    if (!p) return; // answer to a ping that already timed out
+    this.#pings.delete(h.length);
+    clearTimeout(p.timer);
+    this.#rttMs = performance.now() - p.start;
+    p.resolve(this.#rttMs);
+  }
+
+  #onGoAway(code: number): void {
+    this.#remoteGoAway = true;
+    this.emit("goaway", code);
+    if (code === GoAwayCode.ProtocolError) this.close(new ProtocolError("peer reported a protocol error"));
+    else if (code === GoAwayCode.InternalError)
+      this.close(new Error("yamux: peer reported an internal error"));
+  }
+
+  #keepAliveTick(): void {
+    this.ping().catch((err: YamuxError) => {
+      if (err.code === "ETIMEDOUT") this.close(err);
+    });
+  }
+
+  #makeHost(): StreamHost {
+    const session = this;
+    const opts = this.#opts;
+    const writer = this.#writer;
+    return {
+      get closed() {
+        return session.#closed;
+      },
+      maxFrameSize: opts.maxFrameSize,
+      maxStreamWindow: opts.maxStreamWindow,
+      streamOpenTimeoutMs: opts.streamOpenTimeoutMs,
+      get rttMs() {
+        return session.#rttMs;
+      },
+      get writable() {
+        return writer.writable;
+      },
+      sendControl: (type, flags, id, length) => writer.control(encodeHeader(type, flags, id, length)),
+      sendFin: (id) => writer.data(encodeHeader(FrameType.WindowUpdate, Flag.FIN, id, 0)),
+      sendData: (flags, id, payload) => writer.data(encodeDataFrame(flags, id, payload)),
+      waitWritable: (fn) => writer.waitWritable(fn),
+      release: (id) => {
+        session.#streams.delete(id);
+        const i = session.#backlog.findIndex((s) => s.id === id);
+        if (i >= 0) session.#backlog.splice(i, 1);
+      },
+    };
+  }
+}
+
+const EMPTY = Buffer.alloc(0);

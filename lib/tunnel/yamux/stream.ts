@@ -1,0 +1,237 @@
+import { Duplex } from "node:stream";
+import { errors, type YamuxError } from "./errors.ts";
+import { Flag, FrameType, INITIAL_WINDOW } from "./frame.ts";
+
+/** What a stream needs from its session; keeps the session's internals out of the public stream. */
+export interface StreamHost {
+  readonly closed: boolean;
+  readonly maxFrameSize: number;
+  readonly maxStreamWindow: number;
+  readonly streamOpenTimeoutMs: number;
+  readonly rttMs: number;
+  readonly writable: boolean;
+  /** Jumps the queue: window updates, SYN, ACK, RST. */
+  sendControl(type: FrameType, flags: number, streamId: number, length: number): void;
+  /** Queued behind this stream's data: FIN must not overtake the bytes it ends. */
+  sendFin(streamId: number): void;
+  sendData(flags: number, streamId: number, payload: Uint8Array): void;
+  waitWritable(fn: () => void): void;
+  /** The stream no longer needs frames routed to it. */
+  release(streamId: number): void;
+}
+
+interface WriteJob {
+  chunk: Buffer;
+  offset: number;
+  callback: (err?: Error | null) => void;
+}
+
+/**
+ * One yamux stream as a Node Duplex. `end()` sends FIN, `destroy()` sends RST.
+ *
+ * Receive credit is returned only for bytes the application has consumed (pushed minus still
+ * buffered), so a reader that stops reading holds its sender to one window.
+ */
+export class YamuxStream extends Duplex {
+  readonly id: number;
+  readonly #host: StreamHost;
+  #sendWindow = INITIAL_WINDOW;
+  /** Total bytes the peer may send us so far; grows with every window update we send. */
+  #recvLimit = INITIAL_WINDOW;
+  #received = 0;
+  #window = INITIAL_WINDOW;
+  #lastCreditAt = 0;
+  #job: WriteJob | null = null;
+  #waitingWritable = false;
+  #localFin = false;
+  #remoteFin = false;
+  #released = false;
+  #awaitingAck = false;
+  /** Handed to the application (opened, or accepted): only then are errors worth emitting. */
+  #owned = false;
+  #openTimer: NodeJS.Timeout | undefined;
+  /** Bytes of payload sent and received, for stats. */
+  bytesSent = 0;
+  bytesReceived = 0;
+
+  constructor(host: StreamHost, id: number) {
+    super({ allowHalfOpen: true, readableHighWaterMark: INITIAL_WINDOW });
+    this.#host = host;
+    this.id = id;
+  }
+
+  /** Current receive window (grows with auto-tuning up to the session's maximum). */
+  get receiveWindow(): number {
+    return this.#window;
+  }
+
+  /** Opener side: announce the stream and wait (bounded) for the peer's ACK. */
+  sendSyn(): void {
+    this.#host.sendControl(FrameType.WindowUpdate, Flag.SYN, this.id, 0);
+    this.#owned = true;
+    this.#awaitingAck = true;
+    const ms = this.#host.streamOpenTimeoutMs;
+    if (ms > 0) {
+      this.#openTimer = setTimeout(() => this.destroy(errors.openTimeout(ms)), ms);
+      this.#openTimer.unref();
+    }
+  }
+
+  /** Acceptor side: tell the peer the stream is accepted. */
+  sendAck(): void {
+    this.#owned = true;
+    if (!this.#released) this.#host.sendControl(FrameType.WindowUpdate, Flag.ACK, this.id, 0);
+  }
+
+  /** Returns false when the peer overran the window we granted (a protocol error). */
+  receiveData(payload: Buffer): boolean {
+    if (this.#received + payload.length > this.#recvLimit) return false;
+    this.#received += payload.length;
+    this.bytesReceived += payload.length;
+    if (this.#remoteFin || this.destroyed) return true;
+    if (payload.length > 0) this.push(payload);
+    this.#credit();
+    return true;
+  }
+
+  addSendWindow(delta: number): void {
+    if (delta === 0) return;
+    this.#sendWindow += delta;
+    this.#pump();
+  }
+
+  receiveFlags(flags: number): void {
+    if (flags & Flag.ACK) {
+      this.#awaitingAck = false;
+      this.#clearOpenTimer();
+    }
+    if (flags & Flag.RST) {
+      // A reset before the ACK means the peer refused the stream.
+      const refused = this.#awaitingAck;
+      this.#clearOpenTimer();
+      this.abort(refused ? errors.refused() : errors.reset());
+      return;
+    }
+    if (flags & Flag.FIN && !this.#remoteFin) {
+      this.#remoteFin = true;
+      this.push(null);
+      if (this.#localFin) this.#release();
+    }
+  }
+
+  /** The session went away under the stream. */
+  abort(err?: YamuxError): void {
+    this.#release();
+    // A stream nobody holds yet has no error listener: it just goes.
+    this.destroy(this.#owned ? err : undefined);
+  }
+
+  // Node calls _read() only once per push, so consumption is observed where it happens: every
+  // read(), which flowing mode, pipe() and async iteration all go through.
+  override read(size?: number): ReturnType<Duplex["read"]> {
+    const chunk = super.read(size);
+    if (chunk !== null) this.#credit();
+    return chunk;
+  }
+
+  override _read(): void {
+    this.#credit();
+  }
+
+  override _write(chunk: Buffer, _enc: BufferEncoding, callback: (err?: Error | null) => void): void {
+    this.#job = { chunk, offset: 0, callback };
+    this.#pump();
+  }
+
+  override _writev(
+    chunks: Array<{ chunk: Buffer; encoding: BufferEncoding }>,
+    callback: (err?: Error | null) => void,
+  ): void {
+    const chunk = chunks.length === 1 ? chunks[0]!.chunk : Buffer.concat(chunks.map((c) => c.chunk));
+    this._write(chunk, "binary", callback);
+  }
+
+  override _final(callback: (err?: Error | null) => void): void {
+    if (this.#released) {
+      callback(errors.sessionClosed());
+      return;
+    }
+    this.#localFin = true;
+    this.#host.sendFin(this.id);
+    if (this.#remoteFin) this.#release();
+    callback();
+  }
+
+  override _destroy(err: Error | null, callback: (err?: Error | null) => void): void {
+    this.#clearOpenTimer();
+    if (!this.#released && !this.#host.closed) {
+      this.#host.sendControl(FrameType.WindowUpdate, Flag.RST, this.id, 0);
+    }
+    this.#release();
+    const job = this.#job;
+    this.#job = null;
+    job?.callback(err ?? errors.reset());
+    callback(err);
+  }
+
+  #pump(): void {
+    const job = this.#job;
+    if (job === null || this.#released) return;
+    const host = this.#host;
+    while (job.offset < job.chunk.length) {
+      if (this.#sendWindow === 0) return; // resumed by addSendWindow
+      if (!host.writable) {
+        if (!this.#waitingWritable) {
+          this.#waitingWritable = true;
+          host.waitWritable(() => {
+            this.#waitingWritable = false;
+            this.#pump();
+          });
+        }
+        return;
+      }
+      const n = Math.min(job.chunk.length - job.offset, this.#sendWindow, host.maxFrameSize);
+      host.sendData(0, this.id, job.chunk.subarray(job.offset, job.offset + n));
+      job.offset += n;
+      this.#sendWindow -= n;
+      this.bytesSent += n;
+    }
+    this.#job = null;
+    job.callback();
+  }
+
+  /**
+   * Grants the peer more window once the application has consumed at least half of it. If the
+   * last grant was used up within a few round trips, the window doubles (up to the maximum) so a
+   * fast reader on a long path is not held back by the initial 256 KiB.
+   */
+  #credit(): void {
+    if (this.#remoteFin || this.#released) return;
+    const consumed = this.#received - this.readableLength;
+    let delta = consumed + this.#window - this.#recvLimit;
+    if (delta < this.#window / 2) return;
+    const now = performance.now();
+    const rtt = this.#host.rttMs;
+    if (rtt > 0 && now - this.#lastCreditAt < 4 * rtt && this.#window < this.#host.maxStreamWindow) {
+      const grown = Math.min(this.#window * 2, this.#host.maxStreamWindow);
+      delta += grown - this.#window;
+      this.#window = grown;
+    }
+    this.#lastCreditAt = now;
+    this.#recvLimit += delta;
+    this.#host.sendControl(FrameType.WindowUpdate, 0, this.id, delta);
+  }
+
+  #clearOpenTimer(): void {
+    if (this.#openTimer !== undefined) {
+      clearTimeout(this.#openTimer);
+      this.#openTimer = undefined;
+    }
+  }
+
+  #release(): void {
+    if (this.#released) return;
+    this.#released = true;
+    this.#host.release(this.id);
+  }
+}

@@ -1,0 +1,151 @@
+import { createHash, randomBytes } from "node:crypto";
+import { once } from "node:events";
+import net from "node:net";
+import type { Duplex, Readable } from "node:stream";
+import {
+  encodeHeader,
+  Flag,
+  FrameDecoder,
+  type FrameHeader,
+  FrameType,
+  Session,
+  type SessionOptions,
+} from "../../../lib/tunnel/yamux/index.ts";
+
+/** A connected pair of loopback TCP sockets. */
+export async function socketPair(): Promise<[net.Socket, net.Socket]> {
+  const server = net.createServer();
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const { port } = server.address() as net.AddressInfo;
+  const accepted = once(server, "connection") as Promise<[net.Socket]>;
+  const client = net.connect(port, "127.0.0.1");
+  const [[serverSide]] = await Promise.all([accepted, once(client, "connect")]);
+  server.close();
+  client.setNoDelay(true);
+  serverSide.setNoDelay(true);
+  return [client, serverSide];
+}
+
+export interface SessionPair {
+  client: Session;
+  server: Session;
+  sockets: [net.Socket, net.Socket];
+  close(): void;
+}
+
+/** Two yamux sessions talking over loopback TCP. Keepalive is off unless asked for. */
+export async function sessionPair(
+  opts: Partial<SessionOptions> = {},
+  serverOpts: Partial<SessionOptions> = {},
+) {
+  const sockets = await socketPair();
+  const client = new Session(sockets[0], { keepAliveIntervalMs: 0, ...opts, client: true });
+  const server = new Session(sockets[1], { keepAliveIntervalMs: 0, ...opts, ...serverOpts, client: false });
+  return {
+    client,
+    server,
+    sockets,
+    close() {
+      client.close();
+      server.close();
+    },
+  } satisfies SessionPair;
+}
+
+/** Echoes every inbound stream back, half-closing when the peer half-closes. */
+export function echo(session: Session): void {
+  session.on("stream", (s) => {
+    s.on("error", () => {});
+    s.pipe(s);
+  });
+}
+
+export async function sha256Of(readable: Readable): Promise<{ hex: string; bytes: number }> {
+  const h = createHash("sha256");
+  let bytes = 0;
+  for await (const chunk of readable) {
+    h.update(chunk as Buffer);
+    bytes += (chunk as Buffer).length;
+  }
+  return { hex: h.digest("hex"), bytes };
+}
+
+export function sha256(buf: Uint8Array): string {
+  return createHash("sha256").update(buf).digest("hex");
+}
+
+/** Writes `data` in pieces of random size, honouring backpressure, then ends unless told not to. */
+export async function writeRandomly(
+  stream: Duplex,
+  data: Buffer,
+  maxPiece = 64 * 1024,
+  end = true,
+): Promise<void> {
+  let off = 0;
+  while (off < data.length) {
+    const n = Math.min(data.length - off, 1 + Math.floor(Math.random() * maxPiece));
+    if (!stream.write(data.subarray(off, off + n))) await once(stream, "drain");
+    off += n;
+  }
+  if (end) stream.end();
+}
+
+export { randomBytes };
+
+/** Resolves when `fn` returns true, checked on each event-loop turn; rejects after `ms`. */
+export async function until(fn: () => boolean, ms = 5000, what = "condition"): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!fn()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setImmediate(r));
+  }
+}
+
+/** The far end of a session as raw bytes: the test writes frames by hand and reads what comes back. */
+export class RawPeer {
+  readonly frames: Array<{ h: FrameHeader; payload?: Buffer }> = [];
+  readonly #decoder = new FrameDecoder(1 << 30, (h, payload) => {
+    this.frames.push(payload ? { h, payload: Buffer.from(payload) } : { h });
+    if (h.type === FrameType.Ping && h.flags & Flag.SYN && this.answerPings) {
+      this.send(encodeHeader(FrameType.Ping, Flag.ACK, 0, h.length));
+    }
+    for (const w of this.#waiters.splice(0)) w();
+  });
+  #waiters: Array<() => void> = [];
+
+  /** Answers pings unless told to play dead. */
+  answerPings = true;
+
+  constructor(readonly socket: net.Socket) {
+    socket.on("data", (c: Buffer) => this.#decoder.push(c));
+  }
+
+  send(...frames: Buffer[]): void {
+    this.socket.write(Buffer.concat(frames));
+  }
+
+  /** Waits for the first frame (from `from` on) matching `pred`. */
+  async next(pred: (h: FrameHeader) => boolean, what = "frame", ms = 5000): Promise<FrameHeader> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const f = this.frames.find((x) => pred(x.h));
+      if (f) return f.h;
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await new Promise<void>((r) => {
+        const t = setTimeout(r, Math.max(1, deadline - Date.now()));
+        this.#waiters.push(() => {
+          clearTimeout(t);
+          r();
+        });
+      });
+    }
+  }
+}
+
+/** A Session on one end of a socket pair and a RawPeer on the other. */
+export async function rawPair(opts: Partial<SessionOptions> & { client?: boolean } = {}) {
+  const [a, b] = await socketPair();
+  const session = new Session(a, { keepAliveIntervalMs: 0, client: true, ...opts });
+  return { session, peer: new RawPeer(b), sockets: [a, b] as const };
+}
