@@ -20,10 +20,13 @@ export const errors = {
   sessionClosed: (cause?: Error) =>
     new YamuxError("ERR_YAMUX_SESSION_CLOSED", "yamux session closed", cause ? { cause } : undefined),
   remoteGoAway: () => new YamuxError("ERR_YAMUX_REMOTE_GOAWAY", "peer sent GoAway: no new streams"),
-  localGoAway: () => new YamuxError("ERR_YAMUX_LOCAL_GOAWAY", "session is going away: no new streams"),
   tooManyStreams: (max: number) =>
     new YamuxError("ERR_YAMUX_TOO_MANY_STREAMS", `too many concurrent streams (max ${max})`),
   idsExhausted: () => new YamuxError("ERR_YAMUX_IDS_EXHAUSTED", "stream ids exhausted"),
+  peerFailed: (code: number) => {
+    const why = code === 1 ? "a protocol error" : code === 2 ? "an internal error" : `unknown code ${code}`;
+    return new YamuxError("ERR_YAMUX_PEER_GOAWAY", `peer ended the session with GoAway: ${why}`);
+  },
   reset: () => new YamuxError("ECONNRESET", "stream reset by peer"),
   refused: () => new YamuxError("ECONNREFUSED", "stream refused by peer"),
   openTimeout: (ms: number) => new YamuxError("ETIMEDOUT", `stream not acknowledged within ${ms} ms`),

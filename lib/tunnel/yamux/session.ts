@@ -2,15 +2,7 @@ import { EventEmitter } from "node:events";
 import type { Duplex } from "node:stream";
 import { FrameDecoder } from "./decoder.ts";
 import { errors, ProtocolError, type YamuxError } from "./errors.ts";
-import {
-  encodeDataFrame,
-  encodeHeader,
-  Flag,
-  type FrameHeader,
-  FrameType,
-  GoAwayCode,
-  type GoAwayCode as GoAwayCodeT,
-} from "./frame.ts";
+import { Flag, type FrameHeader, FrameType, GoAwayCode, type GoAwayCode as GoAwayCodeT } from "./frame.ts";
 import { type ResolvedOptions, resolveOptions, type SessionOptions } from "./options.ts";
 import { type StreamHost, YamuxStream } from "./stream.ts";
 import { FrameWriter } from "./writer.ts";
@@ -41,6 +33,8 @@ export interface SessionEvents {
   stream: [stream: YamuxStream];
   /** The peer sent GoAway: it accepts no new streams; existing ones go on. */
   goaway: [code: number];
+  /** A stream left the session's table (both sides closed it, or it was reset). */
+  streamClosed: [id: number];
   /** The session is over; `err` is set when it ended abnormally. */
   close: [err?: Error];
 }
@@ -57,7 +51,6 @@ export class Session extends EventEmitter<SessionEvents> {
   readonly #streams = new Map<number, YamuxStream>();
   readonly #host: StreamHost;
   #nextId: number;
-  #highestRemoteId = 0;
   #backlog: YamuxStream[] = [];
   #acceptWaiters: AcceptWaiter[] = [];
   #pings = new Map<number, PendingPing>();
@@ -94,7 +87,7 @@ export class Session extends EventEmitter<SessionEvents> {
     return this.#closed;
   }
 
-  /** True once either side has sent GoAway: no new streams. */
+  /** True once either side has sent GoAway: the peer's, or both sides', new streams are refused. */
   get goingAway(): boolean {
     return this.#localGoAway || this.#remoteGoAway;
   }
@@ -115,8 +108,8 @@ export class Session extends EventEmitter<SessionEvents> {
   /** Opens a stream; data may be written at once, before the peer acknowledges it. */
   async open(): Promise<YamuxStream> {
     if (this.#closed) throw errors.sessionClosed();
+    // As in the reference, our own GoAway refuses the peer's new streams, not ours.
     if (this.#remoteGoAway) throw errors.remoteGoAway();
-    if (this.#localGoAway) throw errors.localGoAway();
     if (this.#streams.size >= this.#opts.maxStreams) throw errors.tooManyStreams(this.#opts.maxStreams);
     const id = this.#nextId;
     if (id > 0xffffffff) throw errors.idsExhausted();
@@ -150,7 +143,7 @@ export class Session extends EventEmitter<SessionEvents> {
       }, timeoutMs);
       timer.unref();
       this.#pings.set(opaque, { start: performance.now(), resolve, reject, timer });
-      this.#writer.control(encodeHeader(FrameType.Ping, Flag.SYN, 0, opaque));
+      this.#writer.control(FrameType.Ping, Flag.SYN, 0, opaque);
     });
   }
 
@@ -158,7 +151,7 @@ export class Session extends EventEmitter<SessionEvents> {
   goAway(code: GoAwayCodeT = GoAwayCode.Normal): void {
     if (this.#closed || this.#localGoAway) return;
     this.#localGoAway = true;
-    this.#writer.control(encodeHeader(FrameType.GoAway, 0, 0, code));
+    this.#writer.control(FrameType.GoAway, 0, 0, code);
   }
 
   /**
@@ -180,7 +173,7 @@ export class Session extends EventEmitter<SessionEvents> {
     this.#acceptWaiters = [];
     // A clean close ends streams quietly (readers see 'close' without 'end', as with a socket);
     // an abnormal one tells each stream why.
-    for (const s of [...this.#streams.values(), ...this.#backlog]) s.abort(err ? cause : undefined);
+    for (const s of [...this.#streams.values()]) s.abort(err ? cause : undefined);
     this.#streams.clear();
     this.#backlog = [];
     this.#writer.close();
@@ -206,7 +199,7 @@ export class Session extends EventEmitter<SessionEvents> {
   #fail(err: Error, code: GoAwayCodeT): void {
     if (this.#closed) return;
     // Sent even after a normal GoAway: the peer should learn why the session ends.
-    this.#writer.control(encodeHeader(FrameType.GoAway, 0, 0, code));
+    this.#writer.control(FrameType.GoAway, 0, 0, code);
     this.close(err);
   }
 
@@ -250,14 +243,12 @@ export class Session extends EventEmitter<SessionEvents> {
   #incoming(id: number): YamuxStream | undefined {
     const ours = this.#opts.client ? 1 : 0;
     if (id % 2 === ours) throw new ProtocolError(`peer opened stream ${id} with our id parity`);
-    if (id <= this.#highestRemoteId) throw new ProtocolError(`stream id ${id} reused or out of order`);
-    this.#highestRemoteId = id;
     const backlogFull =
       this.listenerCount("stream") === 0 &&
       this.#acceptWaiters.length === 0 &&
       this.#backlog.length >= this.#opts.acceptBacklog;
     if (this.#localGoAway || this.#streams.size >= this.#opts.maxStreams || backlogFull) {
-      this.#writer.control(encodeHeader(FrameType.WindowUpdate, Flag.RST, id, 0));
+      this.#writer.control(FrameType.WindowUpdate, Flag.RST, id, 0);
       return undefined;
     }
     const stream = new YamuxStream(this.#host, id);
@@ -281,7 +272,7 @@ export class Session extends EventEmitter<SessionEvents> {
 
   #onPing(h: FrameHeader): void {
     if (h.flags & Flag.SYN) {
-      this.#writer.control(encodeHeader(FrameType.Ping, Flag.ACK, 0, h.length));
+      this.#writer.control(FrameType.Ping, Flag.ACK, 0, h.length);
       return;
     }
     const p = this.#pings.get(h.length);
@@ -295,9 +286,8 @@ export class Session extends EventEmitter<SessionEvents> {
   #onGoAway(code: number): void {
     this.#remoteGoAway = true;
     this.emit("goaway", code);
-    if (code === GoAwayCode.ProtocolError) this.close(new ProtocolError("peer reported a protocol error"));
-    else if (code === GoAwayCode.InternalError)
-      this.close(new Error("yamux: peer reported an internal error"));
+    // As the reference does, any code but Normal ends the session at once.
+    if (code !== GoAwayCode.Normal) this.close(errors.peerFailed(code));
   }
 
   #keepAliveTick(): void {
@@ -323,14 +313,15 @@ export class Session extends EventEmitter<SessionEvents> {
       get writable() {
         return writer.writable;
       },
-      sendControl: (type, flags, id, length) => writer.control(encodeHeader(type, flags, id, length)),
-      sendFin: (id) => writer.data(encodeHeader(FrameType.WindowUpdate, Flag.FIN, id, 0)),
-      sendData: (flags, id, payload) => writer.data(encodeDataFrame(flags, id, payload)),
+      sendControl: (type, flags, id, length) => writer.control(type, flags, id, length),
+      sendFin: (id) => writer.ordered(FrameType.WindowUpdate, Flag.FIN, id, undefined),
+      sendData: (id, payload, done) => writer.ordered(FrameType.Data, 0, id, payload, done),
       waitWritable: (fn) => writer.waitWritable(fn),
       release: (id) => {
-        session.#streams.delete(id);
+        if (!session.#streams.delete(id)) return;
         const i = session.#backlog.findIndex((s) => s.id === id);
         if (i >= 0) session.#backlog.splice(i, 1);
+        session.emit("streamClosed", id);
       },
     };
   }

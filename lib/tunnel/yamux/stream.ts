@@ -14,7 +14,8 @@ export interface StreamHost {
   sendControl(type: FrameType, flags: number, streamId: number, length: number): void;
   /** Queued behind this stream's data: FIN must not overtake the bytes it ends. */
   sendFin(streamId: number): void;
-  sendData(flags: number, streamId: number, payload: Uint8Array): void;
+  /** Queues a Data frame; `done` runs once the payload has been copied out. */
+  sendData(streamId: number, payload: Uint8Array, done?: (err?: Error | null) => void): void;
   waitWritable(fn: () => void): void;
   /** The stream no longer needs frames routed to it. */
   release(streamId: number): void;
@@ -47,6 +48,8 @@ export class YamuxStream extends Duplex {
   #remoteFin = false;
   #released = false;
   #awaitingAck = false;
+  /** The frame being handled is the peer's first answer to our SYN. */
+  #firstAnswer = false;
   /** Handed to the application (opened, or accepted): only then are errors worth emitting. */
   #owned = false;
   #openTimer: NodeJS.Timeout | undefined;
@@ -85,6 +88,7 @@ export class YamuxStream extends Duplex {
 
   /** Returns false when the peer overran the window we granted (a protocol error). */
   receiveData(payload: Buffer): boolean {
+    this.#acknowledged();
     if (this.#received + payload.length > this.#recvLimit) return false;
     this.#received += payload.length;
     this.bytesReceived += payload.length;
@@ -95,19 +99,16 @@ export class YamuxStream extends Duplex {
   }
 
   addSendWindow(delta: number): void {
+    this.#acknowledged();
     if (delta === 0) return;
     this.#sendWindow += delta;
     this.#pump();
   }
 
   receiveFlags(flags: number): void {
-    if (flags & Flag.ACK) {
-      this.#awaitingAck = false;
-      this.#clearOpenTimer();
-    }
     if (flags & Flag.RST) {
-      // A reset before the ACK means the peer refused the stream.
-      const refused = this.#awaitingAck;
+      // A reset as the peer's first answer means it refused the stream.
+      const refused = this.#firstAnswer;
       this.#clearOpenTimer();
       this.abort(refused ? errors.refused() : errors.reset());
       return;
@@ -191,13 +192,15 @@ export class YamuxStream extends Duplex {
         return;
       }
       const n = Math.min(job.chunk.length - job.offset, this.#sendWindow, host.maxFrameSize);
-      host.sendData(0, this.id, job.chunk.subarray(job.offset, job.offset + n));
+      const last = job.offset + n === job.chunk.length;
+      // The write completes when its last frame has been copied out, not before: the caller may
+      // reuse its buffer then, and a congested connection holds the producer back.
+      host.sendData(this.id, job.chunk.subarray(job.offset, job.offset + n), last ? job.callback : undefined);
       job.offset += n;
       this.#sendWindow -= n;
       this.bytesSent += n;
     }
     this.#job = null;
-    job.callback();
   }
 
   /**
@@ -220,6 +223,17 @@ export class YamuxStream extends Duplex {
     this.#lastCreditAt = now;
     this.#recvLimit += delta;
     this.#host.sendControl(FrameType.WindowUpdate, 0, this.id, delta);
+  }
+
+  /**
+   * Any frame from the peer proves the stream exists there: the reference never sends the ACK
+   * for a stream half-closed before it was accepted, and answers with Data and FIN instead.
+   */
+  #acknowledged(): void {
+    this.#firstAnswer = this.#awaitingAck;
+    if (!this.#awaitingAck) return;
+    this.#awaitingAck = false;
+    this.#clearOpenTimer();
   }
 
   #clearOpenTimer(): void {

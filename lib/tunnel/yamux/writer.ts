@@ -1,17 +1,33 @@
 import type { Duplex } from "node:stream";
+import { type FrameType, HEADER_SIZE, writeHeader } from "./frame.ts";
+
+type Done = (err?: Error | null) => void;
+
+interface QueuedFrame {
+  type: FrameType;
+  flags: number;
+  streamId: number;
+  /** Payload view for Data frames, not yet copied; otherwise the header's length field. */
+  payload: Uint8Array | undefined;
+  length: number;
+  /** Runs once the payload has been copied out, so the caller may reuse its buffer. */
+  done: Done | undefined;
+}
 
 /**
  * Output side of a session. Frames queued in the same tick go out as one write (one WebSocket
  * message), control frames first, so pings and window updates never wait behind bulk data.
- * While the connection is congested, data queues up to `highWater` bytes and writers are then
- * asked to wait (`waitWritable`); control frames are small and always accepted.
+ * Each payload is copied exactly once, into that write; the writer of a payload is told (`done`)
+ * only then, which also holds producers back while the connection is congested. Data queues up
+ * to `highWater` bytes before writers are asked to wait (`waitWritable`); control frames are small
+ * and always accepted.
  */
 export class FrameWriter {
   readonly #conn: Duplex;
   readonly #maxWrite: number;
   readonly #highWater: number;
-  #control: Buffer[] = [];
-  #data: Buffer[] = [];
+  #control: QueuedFrame[] = [];
+  #data: QueuedFrame[] = [];
   #dataBytes = 0;
   #scheduled = false;
   #congested = false;
@@ -33,16 +49,28 @@ export class FrameWriter {
     return !this.#closed && this.#dataBytes < this.#highWater;
   }
 
-  control(frame: Buffer): void {
+  /** A frame without payload that jumps the queue (window update, ping, GoAway, SYN, ACK, RST). */
+  control(type: FrameType, flags: number, streamId: number, length: number): void {
     if (this.#closed) return;
-    this.#control.push(frame);
+    this.#control.push({ type, flags, streamId, payload: undefined, length, done: undefined });
     this.#schedule();
   }
 
-  data(frame: Buffer): void {
-    if (this.#closed) return;
-    this.#data.push(frame);
-    this.#dataBytes += frame.length;
+  /** A frame kept in order with the data frames (a Data frame, or the FIN that ends them). */
+  ordered(
+    type: FrameType,
+    flags: number,
+    streamId: number,
+    payload: Uint8Array | undefined,
+    done?: Done,
+  ): void {
+    if (this.#closed) {
+      done?.(new Error("yamux session closed"));
+      return;
+    }
+    const length = payload?.length ?? 0;
+    this.#data.push({ type, flags, streamId, payload, length, done });
+    this.#dataBytes += HEADER_SIZE + length;
     this.#schedule();
   }
 
@@ -51,15 +79,18 @@ export class FrameWriter {
     this.#waiters.push(fn);
   }
 
-  /** Writes what is queued now, then refuses more. */
+  /** Writes what can be written now, then refuses more; frames left behind are failed. */
   close(): void {
     if (this.#closed) return;
     this.#flush();
     this.#closed = true;
+    const left = this.#data;
     this.#control = [];
     this.#data = [];
     this.#dataBytes = 0;
     this.#waiters = [];
+    const err = new Error("yamux session closed");
+    for (const f of left) f.done?.(err);
   }
 
   #schedule(): void {
@@ -73,24 +104,33 @@ export class FrameWriter {
 
   #flush(): void {
     while (!this.#congested && !this.#closed && (this.#control.length > 0 || this.#data.length > 0)) {
-      const parts = this.#control;
-      let size = 0;
-      for (const p of parts) size += p.length;
+      const frames = this.#control;
       this.#control = [];
+      let size = frames.length * HEADER_SIZE;
       let taken = 0;
-      while (
-        taken < this.#data.length &&
-        (size === 0 || size + this.#data[taken]!.length <= this.#maxWrite)
-      ) {
-        const frame = this.#data[taken++]!;
-        parts.push(frame);
-        size += frame.length;
-        this.#dataBytes -= frame.length;
+      while (taken < this.#data.length) {
+        const f = this.#data[taken]!;
+        const n = HEADER_SIZE + (f.payload?.length ?? 0);
+        if (size > 0 && size + n > this.#maxWrite) break;
+        frames.push(f);
+        size += n;
+        this.#dataBytes -= n;
+        taken++;
       }
       if (taken > 0) this.#data.splice(0, taken);
+      const out = Buffer.allocUnsafe(size);
+      let off = 0;
+      for (const f of frames) {
+        writeHeader(out, off, f.type, f.flags, f.streamId, f.length);
+        off += HEADER_SIZE;
+        if (f.payload) {
+          out.set(f.payload, off);
+          off += f.payload.length;
+        }
+      }
       this.bytesWritten += size;
-      const out = parts.length === 1 ? parts[0]! : Buffer.concat(parts, size);
       if (!this.#conn.write(out)) this.#congested = true;
+      for (const f of frames) f.done?.();
     }
     if (this.#waiters.length > 0 && this.writable) {
       const waiters = this.#waiters;

@@ -1,0 +1,207 @@
+// npm run bench:tunnel [-- --json] [-- --single-mib 256 --multi-mib 64 --echo-rounds 5000]
+// Runs the far end in a second process and measures, in one run, raw TCP, raw WebSocket and the
+// tunnel (WebSocket + yamux): single-stream bulk, 8-stream aggregate, 64-byte echo round trips.
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import net from "node:net";
+import { createInterface } from "node:readline";
+import type { Duplex } from "node:stream";
+import { parseArgs } from "node:util";
+import { WebSocket } from "ws";
+import { TunnelSession } from "../../lib/tunnel/session/index.ts";
+import { dial } from "../../lib/tunnel/transport/index.ts";
+import { markdownTable, percentile, round } from "../lib/stats.ts";
+import { hello, MODE_ECHO, MODE_SINK } from "./protocol.ts";
+
+const { values: args } = parseArgs({
+  options: {
+    json: { type: "boolean", default: false },
+    "single-mib": { type: "string", default: "256" },
+    "multi-mib": { type: "string", default: "64" },
+    "echo-rounds": { type: "string", default: "5000" },
+  },
+});
+const SINGLE = Number(args["single-mib"]) * 1024 * 1024;
+const MULTI = Number(args["multi-mib"]) * 1024 * 1024;
+const ROUNDS = Number(args["echo-rounds"]);
+const CHUNK = Buffer.alloc(64 * 1024, 0x5a);
+const log = (s: string) => {
+  if (!args.json) process.stderr.write(`${s}\n`);
+};
+
+// ---- the far end ----
+const child = spawn(process.execPath, ["--import", "tsx", new URL("./server.ts", import.meta.url).pathname], {
+  stdio: ["pipe", "pipe", "inherit"],
+});
+const [line] = (await once(createInterface({ input: child.stdout! }), "line")) as [string];
+const ports = JSON.parse(line) as { tcp: number; ws: number; tunnel: string };
+
+// ---- byte streams: TCP sockets and tunnel streams are both Duplexes ----
+async function openTcp(): Promise<Duplex> {
+  const s = net.connect(ports.tcp, "127.0.0.1");
+  s.setNoDelay(true);
+  await once(s, "connect");
+  return s;
+}
+const tunnel = new TunnelSession(
+  await dial(ports.tunnel, { maxPayload: 64 * 1024 * 1024 }),
+  "client",
+  JSON.parse(process.env.TUNNEL_OPTS ?? "{}"),
+);
+
+async function bulkDuplex(open: () => Promise<Duplex>, bytes: number): Promise<void> {
+  const s = await open();
+  const done = once(s, "data");
+  s.write(hello(MODE_SINK, bytes));
+  for (let sent = 0; sent < bytes; sent += CHUNK.length) {
+    if (!s.write(CHUNK)) await once(s, "drain");
+  }
+  await done;
+  s.destroy();
+}
+
+async function echoDuplex(open: () => Promise<Duplex>, rounds: number): Promise<number[]> {
+  const s = await open();
+  s.write(hello(MODE_ECHO));
+  const msg = Buffer.alloc(64, 1);
+  const times: number[] = [];
+  let pending = 0;
+  let wake: (() => void) | undefined;
+  s.on("data", (c: Buffer) => {
+    pending -= c.length;
+    if (pending <= 0) wake?.();
+  });
+  for (let i = 0; i < rounds; i++) {
+    const t0 = process.hrtime.bigint();
+    pending = msg.length;
+    const back = new Promise<void>((r) => {
+      wake = r;
+    });
+    s.write(msg);
+    await back;
+    times.push(Number(process.hrtime.bigint() - t0) / 1000);
+  }
+  s.destroy();
+  return times;
+}
+
+// ---- raw WebSocket, one message per write, no multiplexer ----
+async function openWs(): Promise<WebSocket> {
+  const ws = new WebSocket(`ws://127.0.0.1:${ports.ws}/`, { maxPayload: 64 * 1024 * 1024 });
+  await once(ws, "open");
+  return ws;
+}
+
+async function bulkWs(bytes: number): Promise<void> {
+  const ws = await openWs();
+  const done = once(ws, "message");
+  ws.send(hello(MODE_SINK, bytes));
+  let inFlight = 0;
+  let wake: (() => void) | undefined;
+  for (let sent = 0; sent < bytes; sent += CHUNK.length) {
+    // Backpressure as a careful ws user does it: bounded sends awaiting their callbacks.
+    while (inFlight >= 16) await new Promise<void>((r) => (wake = r));
+    inFlight++;
+    ws.send(CHUNK, () => {
+      inFlight--;
+      wake?.();
+    });
+  }
+  await done;
+  ws.terminate();
+}
+
+async function echoWs(rounds: number): Promise<number[]> {
+  const ws = await openWs();
+  ws.send(hello(MODE_ECHO));
+  const msg = Buffer.alloc(64, 1);
+  const times: number[] = [];
+  for (let i = 0; i < rounds; i++) {
+    const t0 = process.hrtime.bigint();
+    const back = once(ws, "message");
+    ws.send(msg);
+    await back;
+    times.push(Number(process.hrtime.bigint() - t0) / 1000);
+  }
+  ws.terminate();
+  return times;
+}
+
+// ---- measurement ----
+type Kind = "tcp" | "ws" | "tunnel";
+const kinds: Kind[] = ["tcp", "ws", "tunnel"];
+const openTunnel = () => tunnel.open();
+
+async function mibPerSec(fn: () => Promise<unknown>, bytes: number): Promise<number> {
+  const t0 = performance.now();
+  await fn();
+  return bytes / (1024 * 1024) / ((performance.now() - t0) / 1000);
+}
+
+const single = { tcp: 0, ws: 0, tunnel: 0 };
+const multi = { tcp: 0, ws: 0, tunnel: 0 };
+const p50 = { tcp: 0, ws: 0, tunnel: 0 };
+const p99 = { tcp: 0, ws: 0, tunnel: 0 };
+
+const bulk: Record<Kind, (bytes: number) => Promise<void>> = {
+  tcp: (b) => bulkDuplex(openTcp, b),
+  ws: (b) => bulkWs(b),
+  tunnel: (b) => bulkDuplex(openTunnel, b),
+};
+const echo: Record<Kind, (rounds: number) => Promise<number[]>> = {
+  tcp: (n) => echoDuplex(openTcp, n),
+  ws: (n) => echoWs(n),
+  tunnel: (n) => echoDuplex(openTunnel, n),
+};
+
+for (const k of kinds) {
+  await bulk[k](16 * 1024 * 1024); // warm-up: JIT, TCP windows
+  await echo[k](500);
+}
+for (const k of kinds) {
+  log(`single stream, ${k}…`);
+  single[k] = await mibPerSec(() => bulk[k](SINGLE), SINGLE);
+  log(`8 streams, ${k}…`);
+  multi[k] = await mibPerSec(() => Promise.all(Array.from({ length: 8 }, () => bulk[k](MULTI))), 8 * MULTI);
+  log(`echo, ${k}…`);
+  const times = await echo[k](ROUNDS);
+  p50[k] = percentile(times, 50);
+  p99[k] = percentile(times, 99);
+}
+
+tunnel.close();
+child.stdin!.end();
+
+const r = (o: Record<Kind, number>, d = 1) => ({
+  tcp: round(o.tcp, d),
+  ws: round(o.ws, d),
+  tunnel: round(o.tunnel, d),
+});
+const result = { single_mib_s: r(single), multi8_mib_s: r(multi), echo_p50_us: r(p50), echo_p99_us: r(p99) };
+if (args.json) {
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+} else {
+  const ratio = (o: Record<Kind, number>) => round(o.tunnel / o.ws, 2);
+  const row = (name: string, o: Record<Kind, number>, target: string) => [
+    name,
+    round(o.tcp),
+    round(o.ws),
+    round(o.tunnel),
+    `${ratio(o)}x`,
+    target,
+  ];
+  console.log(
+    markdownTable(
+      ["metric", "raw TCP", "raw WebSocket", "tunnel", "tunnel / WS", "target"],
+      [
+        row("single stream MiB/s", single, ">= 0.75x"),
+        row("8 streams MiB/s (aggregate)", multi, ">= 0.8x"),
+        row("64 B echo p50 µs", p50, "<= 1.5x"),
+        row("64 B echo p99 µs", p99, "-"),
+      ],
+    ),
+  );
+  console.log(
+    `\n${SINGLE / 1048576} MiB single, 8 x ${MULTI / 1048576} MiB multi, ${ROUNDS} echo rounds; node ${process.version}`,
+  );
+}

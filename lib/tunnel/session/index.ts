@@ -1,0 +1,9 @@
+export { Backoff, type BackoffOptions } from "./backoff.ts";
+export { TunnelClient, type TunnelClientEvents, type TunnelClientOptions } from "./tunnel-client.ts";
+export { serveTunnels, type TunnelServer, type TunnelServerOptions } from "./tunnel-server.ts";
+export {
+  type TunnelOptions,
+  TunnelSession,
+  type TunnelSessionEvents,
+  type TunnelStats,
+} from "./tunnel-session.ts";

@@ -1,0 +1,117 @@
+import { EventEmitter } from "node:events";
+import type { TransportConnection } from "../transport/connection.ts";
+import { GoAwayCode, Session, type SessionOptions, type YamuxStream } from "../yamux/index.ts";
+
+export type TunnelOptions = Omit<SessionOptions, "client">;
+
+export interface TunnelStats {
+  openStreams: number;
+  bytesIn: number;
+  bytesOut: number;
+  /** Last keepalive round trip in ms (0 until measured). */
+  rttMs: number;
+  connectedAt: Date;
+  remoteAddress: string | undefined;
+}
+
+export interface TunnelSessionEvents {
+  /** A stream the other end opened. */
+  stream: [stream: YamuxStream];
+  /** The other end asked for no new streams here (it is draining). */
+  goaway: [code: number];
+  /** The tunnel is gone; `err` is set when it ended abnormally. */
+  close: [err?: Error];
+}
+
+/**
+ * A tunnel: one WebSocket, one yamux session over it, and who is on the other end.
+ * The dialing side is the yamux client (odd stream ids), the accepting side the server.
+ */
+export class TunnelSession<I = undefined> extends EventEmitter<TunnelSessionEvents> {
+  readonly identity: I;
+  readonly role: "client" | "server";
+  readonly #transport: TransportConnection<I>;
+  readonly #mux: Session;
+  readonly #connectedAt = new Date();
+  #closeError: Error | undefined;
+  #closed = false;
+
+  constructor(transport: TransportConnection<I>, role: "client" | "server", options: TunnelOptions = {}) {
+    super();
+    this.identity = transport.identity;
+    this.role = role;
+    this.#transport = transport;
+    this.#mux = new Session(transport.stream, { ...options, client: role === "client" });
+    this.#mux.on("stream", (s) => {
+      if (this.listenerCount("stream") > 0) this.emit("stream", s);
+      else s.destroy(); // nobody serves inbound streams on this end: refuse rather than leak
+    });
+    this.#mux.on("goaway", (code) => this.emit("goaway", code));
+    this.#mux.once("close", (err) => {
+      this.#closed = true;
+      this.#closeError = err;
+      // No transport.close() here: the session has ended its Duplex, which closes the WebSocket
+      // only after the frames still queued (a last FIN, a GoAway) have gone out.
+      this.emit("close", err);
+    });
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Why the tunnel ended, if it ended abnormally. */
+  get closeError(): Error | undefined {
+    return this.#closeError;
+  }
+
+  /** True once either end has sent GoAway: the tunnel takes no new streams. */
+  get draining(): boolean {
+    return this.#mux.goingAway;
+  }
+
+  get stats(): TunnelStats {
+    const s = this.#mux.stats;
+    return { ...s, connectedAt: this.#connectedAt, remoteAddress: this.#transport.remoteAddress };
+  }
+
+  open(): Promise<YamuxStream> {
+    return this.#mux.open();
+  }
+
+  ping(timeoutMs?: number): Promise<number> {
+    return this.#mux.ping(timeoutMs);
+  }
+
+  goAway(code: GoAwayCode = GoAwayCode.Normal): void {
+    this.#mux.goAway(code);
+  }
+
+  /**
+   * Graceful end: GoAway, then wait for the streams in flight to finish (at most `graceMs`, if
+   * given), then close. Resolves when closed.
+   */
+  async drain(graceMs?: number): Promise<void> {
+    if (this.#closed) return;
+    this.goAway();
+    const timer = graceMs === undefined ? undefined : setTimeout(() => this.close(), graceMs);
+    await new Promise<void>((resolve) => {
+      const check = () => {
+        if (!this.#closed && this.#mux.stats.openStreams > 0) return;
+        this.#mux.off("streamClosed", check);
+        this.off("close", check);
+        resolve();
+      };
+      this.#mux.on("streamClosed", check);
+      this.once("close", check);
+      check();
+    });
+    clearTimeout(timer);
+    this.close();
+  }
+
+  /** Closes at once; streams still open are cut. */
+  close(err?: Error): void {
+    this.#mux.close(err);
+  }
+}

@@ -1,0 +1,105 @@
+import { Duplex } from "node:stream";
+import { WebSocket } from "ws";
+import { CloseCode } from "./constants.ts";
+import { ConnectionClosedError, TransportError } from "./errors.ts";
+
+export interface BinaryDuplexControl {
+  /** True once this end started the closing handshake: the peer's echo is then a clean end. */
+  closedLocally(): boolean;
+  /** Starts the closing handshake (idempotent). */
+  close(code: number, reason: string): void;
+}
+
+/**
+ * A byte stream over an open WebSocket, modelled on ws' `createWebSocketStream` but binary-only.
+ * That helper cannot be used as is: it pushes text messages into the stream as if they were bytes,
+ * and it ends the stream cleanly whatever the close code, so a 1003/1009/1006 would look like EOF.
+ *
+ * - Each chunk written becomes one binary message; the write completes when ws has handed the frame
+ *   to the socket, so at most the Duplex's high-water mark plus one message sits above the socket.
+ * - Each binary message becomes one readable chunk; when the reader lags, the WebSocket is paused.
+ * - A text message closes the connection with 1003 and errors the stream.
+ * - A close with 1000/1001/1005 (or one this end started) ends the stream; any other code errors it.
+ * - `end()` runs the closing handshake; `destroy()` drops the connection.
+ * Must be created synchronously on 'open' so no message is emitted before the listener exists.
+ */
+export function createBinaryDuplex(ws: WebSocket, control: BinaryDuplexControl): Duplex {
+  // When ws reports an error it has already started closing (with the right code); terminating
+  // on destroy would cut the close frame off.
+  let terminateOnDestroy = true;
+  let refused = false;
+
+  const duplex = new Duplex({
+    allowHalfOpen: false,
+    decodeStrings: true,
+    objectMode: false,
+    read() {
+      if (ws.isPaused) ws.resume();
+    },
+    write(chunk: Buffer, _encoding, callback) {
+      if (ws.readyState !== WebSocket.OPEN) return callback(notOpen(ws));
+      ws.send(chunk, { binary: true }, callback);
+    },
+    writev(chunks, callback) {
+      if (ws.readyState !== WebSocket.OPEN) return callback(notOpen(ws));
+      const last = chunks.length - 1;
+      chunks.forEach(({ chunk }, i) => {
+        ws.send(chunk as Buffer, { binary: true }, i === last ? callback : undefined);
+      });
+    },
+    final(callback) {
+      if (ws.readyState === WebSocket.CLOSED) return callback();
+      ws.once("close", () => callback());
+      control.close(CloseCode.normal, "");
+    },
+    destroy(err, callback) {
+      if (terminateOnDestroy && ws.readyState !== WebSocket.CLOSED) ws.terminate();
+      callback(err);
+    },
+  });
+
+  ws.on("message", (data: Buffer, isBinary: boolean) => {
+    if (refused) return;
+    if (!isBinary) {
+      refused = true;
+      terminateOnDestroy = false;
+      control.close(CloseCode.unsupportedData, "binary messages only");
+      duplex.destroy(
+        new TransportError(
+          "PROTOCOL",
+          "peer sent a text message; the tunnel carries binary messages only (closed with 1003)",
+        ),
+      );
+      return;
+    }
+    if (!duplex.push(data)) ws.pause();
+  });
+
+  ws.once("error", (err: Error & { code?: string }) => {
+    terminateOnDestroy = false;
+    if (duplex.destroyed) return;
+    const message =
+      err.code === "WS_ERR_UNSUPPORTED_MESSAGE_LENGTH"
+        ? `peer sent a message larger than the limit (${err.message}; closed with 1009)`
+        : `WebSocket protocol error: ${err.message}`;
+    duplex.destroy(new TransportError("PROTOCOL", message, { cause: err }));
+  });
+
+  ws.once("close", (code: number, reason: Buffer) => {
+    if (duplex.destroyed) return;
+    const clean =
+      control.closedLocally() ||
+      code === CloseCode.normal ||
+      code === CloseCode.goingAway ||
+      code === CloseCode.noStatus;
+    if (clean) duplex.push(null);
+    else duplex.destroy(new ConnectionClosedError(code, reason.toString()));
+  });
+
+  return duplex;
+}
+
+function notOpen(ws: WebSocket): TransportError {
+  const state = ws.readyState === WebSocket.CLOSING ? "closing" : "closed";
+  return new TransportError("CLOSED", `cannot write: the WebSocket is ${state}`);
+}
