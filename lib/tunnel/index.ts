@@ -16,6 +16,12 @@ export {
   type StreamHeaderInit,
   StreamRejectedError,
 } from "./header/index.ts";
+export {
+  type HttpStreamServer,
+  serveHttp,
+  TunnelDispatcher,
+  type TunnelDispatcherOptions,
+} from "./http/index.ts";
 export * from "./session/index.ts";
 export * from "./transport/index.ts";
 export {

@@ -22,7 +22,11 @@ export interface StreamHost {
 }
 
 interface WriteJob {
-  chunk: Buffer;
+  chunks: Buffer[];
+  /** Position in chunks[index]. */
+  index: number;
+  /** The last chunk with bytes in it: its last frame carries the callback. */
+  lastIndex: number;
   offset: number;
   callback: (err?: Error | null) => void;
 }
@@ -58,7 +62,11 @@ export class YamuxStream extends Duplex {
   bytesReceived = 0;
 
   constructor(host: StreamHost, id: number) {
-    super({ allowHalfOpen: true, readableHighWaterMark: INITIAL_WINDOW });
+    // A writer may keep one frame's worth queued beyond the one being sent: enough for writev
+    // batches to keep the connection busy, small next to the window the peer buffers.
+    // A writer may keep one frame's worth queued beyond the one being sent: enough for writev
+    // batches to keep the connection busy, small next to the window the peer buffers.
+    super({ allowHalfOpen: true, readableHighWaterMark: INITIAL_WINDOW, writableHighWaterMark: 64 * 1024 });
     this.#host = host;
     this.id = id;
   }
@@ -140,7 +148,7 @@ export class YamuxStream extends Duplex {
   }
 
   override _write(chunk: Buffer, _enc: BufferEncoding, callback: (err?: Error | null) => void): void {
-    this.#job = { chunk, offset: 0, callback };
+    this.#job = { chunks: [chunk], index: 0, lastIndex: chunk.length > 0 ? 0 : -1, offset: 0, callback };
     this.#pump();
   }
 
@@ -148,8 +156,10 @@ export class YamuxStream extends Duplex {
     chunks: Array<{ chunk: Buffer; encoding: BufferEncoding }>,
     callback: (err?: Error | null) => void,
   ): void {
-    const chunk = chunks.length === 1 ? chunks[0]!.chunk : Buffer.concat(chunks.map((c) => c.chunk));
-    this._write(chunk, "binary", callback);
+    const list = chunks.map((c) => c.chunk);
+    const lastIndex = list.findLastIndex((c) => c.length > 0);
+    this.#job = { chunks: list, index: 0, lastIndex, offset: 0, callback };
+    this.#pump();
   }
 
   override _final(callback: (err?: Error | null) => void): void {
@@ -179,7 +189,13 @@ export class YamuxStream extends Duplex {
     const job = this.#job;
     if (job === null || this.#released) return;
     const host = this.#host;
-    while (job.offset < job.chunk.length) {
+    while (job.index < job.chunks.length) {
+      const chunk = job.chunks[job.index]!;
+      if (job.offset === chunk.length) {
+        job.index++;
+        job.offset = 0;
+        continue;
+      }
       if (this.#sendWindow === 0) return; // resumed by addSendWindow
       if (!host.writable) {
         if (!this.#waitingWritable) {
@@ -191,16 +207,22 @@ export class YamuxStream extends Duplex {
         }
         return;
       }
-      const n = Math.min(job.chunk.length - job.offset, this.#sendWindow, host.maxFrameSize);
-      const last = job.offset + n === job.chunk.length;
-      // The write completes when its last frame has been copied out, not before: the caller may
-      // reuse its buffer then, and a congested connection holds the producer back.
-      host.sendData(this.id, job.chunk.subarray(job.offset, job.offset + n), last ? job.callback : undefined);
+      const n = Math.min(chunk.length - job.offset, this.#sendWindow, host.maxFrameSize);
+      const last = job.index === job.lastIndex && job.offset + n === chunk.length;
+      // The write completes once the connection has taken its last frame, not before: the caller
+      // may reuse its buffers then, and a congested connection holds the producer back.
+      host.sendData(this.id, chunk.subarray(job.offset, job.offset + n), last ? job.callback : undefined);
       job.offset += n;
       this.#sendWindow -= n;
       this.bytesSent += n;
+      if (last) {
+        this.#job = null;
+        return;
+      }
     }
+    // Nothing but empty chunks: no frame carries the callback.
     this.#job = null;
+    job.callback();
   }
 
   /**

@@ -3,6 +3,9 @@ import { type FrameType, HEADER_SIZE, writeHeader } from "./frame.ts";
 
 type Done = (err?: Error | null) => void;
 
+/** Payloads this large are handed to the connection by reference instead of being copied. */
+const ZERO_COPY_MIN = 16 * 1024;
+
 interface QueuedFrame {
   type: FrameType;
   flags: number;
@@ -30,6 +33,7 @@ export class FrameWriter {
   #data: QueuedFrame[] = [];
   #dataBytes = 0;
   #scheduled = false;
+  #busyTick = false;
   #congested = false;
   #closed = false;
   #waiters: Array<() => void> = [];
@@ -93,14 +97,86 @@ export class FrameWriter {
     for (const f of left) f.done?.(err);
   }
 
+  /**
+   * Headers and small payloads are copied together into one buffer; large payloads go out as they
+   * are, without a copy, and their writers are told only once the connection has taken the bytes
+   * (its write callback), so nobody reuses a buffer the transport still reads.
+   */
+  #write(frames: QueuedFrame[]): void {
+    if (frames.length === 1 && (frames[0]!.payload?.length ?? 0) < ZERO_COPY_MIN) {
+      // The common small case (a ping, a window update, one short message): one buffer, one write.
+      const f = frames[0]!;
+      const buf = Buffer.allocUnsafe(HEADER_SIZE + (f.payload?.length ?? 0));
+      writeHeader(buf, 0, f.type, f.flags, f.streamId, f.length);
+      if (f.payload) buf.set(f.payload, HEADER_SIZE);
+      if (!this.#conn.write(buf, f.done)) this.#congested = true;
+      return;
+    }
+    const parts: Buffer[] = [];
+    const dones: Done[] = [];
+    let small: QueuedFrame[] = [];
+    const flushSmall = () => {
+      if (small.length === 0) return;
+      let n = 0;
+      for (const f of small) n += HEADER_SIZE + (f.payload?.length ?? 0);
+      const buf = Buffer.allocUnsafe(n);
+      let off = 0;
+      for (const f of small) {
+        writeHeader(buf, off, f.type, f.flags, f.streamId, f.length);
+        off += HEADER_SIZE;
+        if (f.payload) {
+          buf.set(f.payload, off);
+          off += f.payload.length;
+        }
+      }
+      parts.push(buf);
+      small = [];
+    };
+    for (const f of frames) {
+      if (f.done) dones.push(f.done);
+      if (f.payload === undefined || f.payload.length < ZERO_COPY_MIN) {
+        small.push(f);
+        continue;
+      }
+      small.push({ ...f, payload: undefined });
+      flushSmall();
+      parts.push(Buffer.from(f.payload.buffer, f.payload.byteOffset, f.payload.length));
+    }
+    flushSmall();
+    const notify =
+      dones.length === 0
+        ? undefined
+        : (err?: Error | null) => {
+            for (const d of dones) d(err);
+          };
+    const conn = this.#conn;
+    if (parts.length > 1) conn.cork();
+    let ok = true;
+    for (let i = 0; i < parts.length; i++)
+      ok = conn.write(parts[i], i === parts.length - 1 ? notify : undefined);
+    if (parts.length > 1) conn.uncork();
+    if (!ok) this.#congested = true;
+  }
+
+  /**
+   * The first frame of a tick goes out at once (latency); frames queued after it in the same tick
+   * are gathered by one microtask into one write (fewer, larger messages under load).
+   */
   #schedule(): void {
     if (this.#scheduled) return;
     this.#scheduled = true;
-    queueMicrotask(() => {
-      this.#scheduled = false;
+    if (!this.#congested && !this.#busyTick) {
+      this.#busyTick = true;
       this.#flush();
-    });
+    }
+    queueMicrotask(this.#endOfTick);
   }
+
+  readonly #endOfTick = (): void => {
+    this.#scheduled = false;
+    this.#busyTick = false;
+    this.#flush();
+  };
 
   #flush(): void {
     while (!this.#congested && !this.#closed && (this.#control.length > 0 || this.#data.length > 0)) {
@@ -118,19 +194,8 @@ export class FrameWriter {
         taken++;
       }
       if (taken > 0) this.#data.splice(0, taken);
-      const out = Buffer.allocUnsafe(size);
-      let off = 0;
-      for (const f of frames) {
-        writeHeader(out, off, f.type, f.flags, f.streamId, f.length);
-        off += HEADER_SIZE;
-        if (f.payload) {
-          out.set(f.payload, off);
-          off += f.payload.length;
-        }
-      }
       this.bytesWritten += size;
-      if (!this.#conn.write(out)) this.#congested = true;
-      for (const f of frames) f.done?.();
+      this.#write(frames);
     }
     if (this.#waiters.length > 0 && this.writable) {
       const waiters = this.#waiters;

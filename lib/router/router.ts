@@ -1,0 +1,249 @@
+import { randomUUID } from "node:crypto";
+import type { Duplex } from "node:stream";
+import { openWithHeader, type StreamHeaderInit, StreamRejectedError } from "../tunnel/header/index.ts";
+import type { TunnelOptions, TunnelServer } from "../tunnel/session/index.ts";
+import type { DialOptions, ListenOptions } from "../tunnel/transport/index.ts";
+import { NoTunnelError, PeerRejectedError } from "./errors.ts";
+import { openLocal } from "./local-open.ts";
+import { LocalRegistry, type Tunnel } from "./local-registry.ts";
+import { PeerAuth, type PeerAuthOptions } from "./peer-auth.ts";
+import { PeerPool } from "./peer-pool.ts";
+import { isNoTunnel, type PeerIdentity, servePeers } from "./peer-server.ts";
+import { createRedisClients, type RedisConnectionOptions } from "./redis-options.ts";
+import { type Candidate, RedisRegistry, type RedisRegistryOptions } from "./redis-registry.ts";
+import { Waiters } from "./waiters.ts";
+
+export const DEFAULT_DIAL_TIMEOUT_MS = 10_000;
+
+export interface RouterOptions {
+  /** Unique per replica. Default: a random UUID. */
+  replicaId?: string;
+  /** The private API other replicas forward streams to. */
+  privateApi: {
+    host?: string;
+    /** Default 0 (ephemeral). kas uses 8155. */
+    port?: number;
+    tls?: ListenOptions<PeerIdentity>["tls"];
+    /** The URL peers dial, when the bound address is not it (a pod IP, a service name). */
+    advertiseUrl?: string;
+    /** JWT settings; `secret` is the shared key (see `readSecretFile`). */
+    auth: PeerAuthOptions;
+    /** Transport settings for dialing peers (CA, server name, handshake timeout…). */
+    dial?: Omit<DialOptions, "headers" | "signal">;
+    tunnel?: TunnelOptions;
+  };
+  redis: RedisConnectionOptions &
+    Pick<
+      RedisRegistryOptions,
+      "keyPrefix" | "livenessTtlMs" | "livenessRefreshMs" | "agentTtlMs" | "agentRefreshMs"
+    >;
+  /** Redis failures, for logs (routing carries on; lookups fail fast while Redis is down). */
+  onError?: (err: Error) => void;
+  /** Used when `dial` is given no deadline. Default 10 s. */
+  defaultTimeoutMs?: number;
+}
+
+export interface DialRouteOptions {
+  signal?: AbortSignal;
+  /** Epoch ms (or a Date) by which a stream must be open. Default: now + `defaultTimeoutMs`. */
+  deadline?: number | Date;
+}
+
+/** What woke a waiting dial: a tunnel here, or another replica's announcement. */
+type Wake = { local: true } | { local: false; candidate: Candidate };
+
+/**
+ * Finds the tunnel to an agent wherever it is: on this replica, on another one (found through
+ * Redis, reached over the private API), or soon (waiting for either until the deadline).
+ */
+export class Router {
+  readonly replicaId: string;
+  readonly local = new LocalRegistry();
+  readonly #opts: RouterOptions;
+  readonly #auth: PeerAuth;
+  readonly #waiters = new Waiters<Wake>();
+  #pool: PeerPool | undefined;
+  #server: TunnelServer<PeerIdentity> | undefined;
+  #cluster: RedisRegistry | undefined;
+
+  constructor(options: RouterOptions) {
+    this.#opts = options;
+    this.replicaId = options.replicaId ?? randomUUID();
+    this.#auth = new PeerAuth(options.privateApi.auth);
+  }
+
+  /** The private API's URL, as peers dial it. */
+  get privateUrl(): string {
+    if (!this.#server) throw new Error("router not started");
+    return this.#opts.privateApi.advertiseUrl ?? this.#server.url;
+  }
+
+  /** Peer replicas this one has a private tunnel to (or is dialing). */
+  get peerTunnels(): number {
+    return this.#pool?.size ?? 0;
+  }
+
+  /** The cluster registry (for health checks and metrics). */
+  get cluster(): RedisRegistry {
+    return this.#started().cluster;
+  }
+
+  /** Starts the private API and connects to Redis (not waiting for Redis to be up). */
+  async start(): Promise<this> {
+    const api = this.#opts.privateApi;
+    this.#server = await servePeers({
+      host: api.host,
+      port: api.port,
+      tls: api.tls,
+      tunnel: api.tunnel,
+      auth: this.#auth,
+      local: this.local,
+      replicaId: this.replicaId,
+    });
+    this.#pool = new PeerPool({
+      token: () => this.#auth.sign(this.replicaId),
+      dial: api.dial,
+      tunnel: api.tunnel,
+    });
+    const { commands, subscriber } = await createRedisClients(this.#opts.redis).catch(async (err) => {
+      await this.#server?.close(0); // e.g. an unreadable password file: do not leave the port open
+      throw err;
+    });
+    const cluster = new RedisRegistry({
+      ...this.#opts.redis,
+      commands,
+      subscriber,
+      replicaId: this.replicaId,
+      url: this.privateUrl,
+    });
+    this.#cluster = cluster;
+    cluster.on("error", (err) => this.#opts.onError?.(err));
+    cluster.on("announce", (agentId, candidate) =>
+      this.#waiters.notify(agentId, { local: false, candidate }),
+    );
+    this.local.on("available", (agentId) => {
+      cluster.hold(agentId);
+      this.#waiters.notify(agentId, { local: true });
+    });
+    this.local.on("unavailable", (agentId) => cluster.release(agentId));
+    for (const agentId of this.local.agentIds()) cluster.hold(agentId); // registered before start
+    await cluster.start();
+    return this;
+  }
+
+  /** Routes streams for `agentId` over `tunnel` until it closes. Returns an unregister function. */
+  register(agentId: string, tunnel: Tunnel): () => void {
+    return this.local.register(agentId, tunnel);
+  }
+
+  /**
+   * Opens a stream to the agent with `header` (its agentId set to `agentId`), accepted by the
+   * agent; the Duplex is positioned at the start of the agent's payload. Rejects with
+   * NoTunnelError (deadline), RegistryUnavailableError (not local, Redis down),
+   * PeerRejectedError (a replica refused our credentials), the agent's StreamRejectedError,
+   * or the signal's reason.
+   */
+  async dial(agentId: string, header: StreamHeaderInit, options: DialRouteOptions = {}): Promise<Duplex> {
+    this.#started();
+    const { signal } = options;
+    const start = Date.now();
+    const deadline =
+      options.deadline === undefined
+        ? start + (this.#opts.defaultTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS)
+        : Number(options.deadline);
+    const routed = { ...header, agentId };
+    const noTunnel = (cause?: unknown) => new NoTunnelError(agentId, Date.now() - start, { cause });
+    let announced: Candidate | undefined;
+
+    for (;;) {
+      signal?.throwIfAborted();
+      // Listen before looking, so a tunnel that turns up during the lookup is not missed.
+      const cancel = new AbortController();
+      const waitSignal = signal ? AbortSignal.any([signal, cancel.signal]) : cancel.signal;
+      const wake = this.#waiters.wait(agentId, { deadline, signal: waitSignal }, noTunnel);
+      wake.catch(() => {});
+      let waiting = false;
+      try {
+        const stream = await this.#attempt(agentId, routed, announced, deadline, signal);
+        if (stream) return stream;
+        waiting = true;
+      } finally {
+        if (!waiting) cancel.abort();
+      }
+      const woken = await wake;
+      announced = woken.local ? undefined : woken.candidate;
+    }
+  }
+
+  /**
+   * One pass: a local tunnel, else each candidate replica (the announced one, or those Redis
+   * lists). Resolves `undefined` when nobody could take the stream yet.
+   */
+  async #attempt(
+    agentId: string,
+    header: StreamHeaderInit,
+    announced: Candidate | undefined,
+    deadline: number,
+    signal: AbortSignal | undefined,
+  ): Promise<Duplex | undefined> {
+    const { cluster, pool } = this.#started();
+    const timeoutMs = () => Math.max(1, deadline - Date.now());
+    const local = await openLocal(this.local, agentId, header, { signal, timeoutMs: timeoutMs() });
+    if (local) return local;
+    const candidates = announced ? [announced] : await cluster.lookup(agentId);
+    let refused: PeerRejectedError | undefined;
+    let answered = false;
+    for (const c of candidates) {
+      try {
+        const open = (s: AbortSignal) => pool.open(c.url, s);
+        return await openWithHeader(open, header, { signal, timeoutMs: timeoutMs() });
+      } catch (err) {
+        if (signal?.aborted) throw err;
+        if (err instanceof StreamRejectedError && !isNoTunnel(err)) throw err; // the agent's verdict
+        if (err instanceof PeerRejectedError) refused = err;
+        else answered = true;
+      }
+    }
+    // Replicas that hold the agent refuse our credentials and none said otherwise: waiting
+    // would only turn a configuration error into a timeout.
+    if (refused && !answered) throw refused;
+    return undefined;
+  }
+
+  /** An `open(signal)` for the gRPC / HTTP adapters: every stream they open goes to `agentId`. */
+  opener(
+    agentId: string,
+    header: StreamHeaderInit,
+    timeoutMs?: number,
+  ): (signal: AbortSignal) => Promise<Duplex> {
+    return (signal) => {
+      const deadline = Date.now() + (timeoutMs ?? this.#opts.defaultTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS);
+      return this.dial(agentId, header, { signal, deadline });
+    };
+  }
+
+  /**
+   * Graceful shutdown: withdraw this replica from Redis, stop the private API (forwarded streams
+   * get `graceMs` to finish), drop peer tunnels. `unpublish: false` leaves the Redis entries to
+   * expire, as a crash would, and `graceMs: 0` cuts everything at once.
+   */
+  async close(options: { graceMs?: number; unpublish?: boolean } = {}): Promise<void> {
+    const graceMs = options.graceMs ?? 10_000;
+    this.#waiters.rejectAll(new Error("router closed"));
+    this.local.close();
+    await this.#cluster?.close({ unpublish: options.unpublish ?? true });
+    this.#pool?.close();
+    if (graceMs === 0) {
+      this.#server?.listener.server.close();
+      for (const s of this.#server?.sessions ?? []) s.close();
+      await this.#server?.listener.close(0);
+    } else {
+      await this.#server?.close(graceMs);
+    }
+  }
+
+  #started(): { server: TunnelServer<PeerIdentity>; pool: PeerPool; cluster: RedisRegistry } {
+    if (!this.#server || !this.#pool || !this.#cluster) throw new Error("router not started");
+    return { server: this.#server, pool: this.#pool, cluster: this.#cluster };
+  }
+}

@@ -1,0 +1,129 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdtemp, rm } from "node:fs/promises";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+export interface RedisServerOptions {
+  /** Listen on a unix socket in the temp dir instead of a loopback TCP port. */
+  unixSocket?: boolean;
+  /** Deadline for readiness. Default 10 s. */
+  readyTimeoutMs?: number;
+  /** Extra `redis-server` arguments, e.g. `["--requirepass", "x"]`. */
+  args?: string[];
+}
+
+/**
+ * A real `redis-server` for tests: no persistence, bound to 127.0.0.1 on a free port (or a unix
+ * socket in a temp dir). `stop()` and `start()` again keep the same address, as a Redis that
+ * restarts (empty: nothing is saved) would.
+ */
+export class RedisServer {
+  readonly host = "127.0.0.1";
+  port = 0;
+  /** Unix socket path, when started with `unixSocket`. */
+  path: string | undefined;
+  #dir = "";
+  #proc: ChildProcess | undefined;
+  readonly #opts: RedisServerOptions;
+
+  private constructor(opts: RedisServerOptions) {
+    this.#opts = opts;
+  }
+
+  static async start(opts: RedisServerOptions = {}): Promise<RedisServer> {
+    const server = new RedisServer(opts);
+    server.#dir = await mkdtemp(join(tmpdir(), "redis-test-"));
+    if (opts.unixSocket) server.path = join(server.#dir, "redis.sock");
+    else server.port = await freePort();
+    await server.start();
+    return server;
+  }
+
+  /** ioredis connection fields for this server. */
+  get connection(): { host: string; port: number } | { path: string } {
+    return this.path ? { path: this.path } : { host: this.host, port: this.port };
+  }
+
+  get running(): boolean {
+    return this.#proc !== undefined;
+  }
+
+  /** (Re)starts on the same address; resolves once it accepts connections. */
+  async start(): Promise<void> {
+    if (this.#proc) return;
+    const listen = this.path
+      ? ["--port", "0", "--unixsocket", this.path, "--unixsocketperm", "700"]
+      : ["--port", String(this.port), "--bind", this.host];
+    const args = [
+      ...listen,
+      ...["--save", "", "--appendonly", "no", "--dir", this.#dir, "--daemonize", "no"],
+      ...["--loglevel", "notice", "--logfile", ""],
+      ...(this.#opts.args ?? []),
+    ];
+    const proc = spawn("redis-server", args, { stdio: ["ignore", "pipe", "pipe"] });
+    this.#proc = proc;
+    let output = "";
+    const ready = new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(
+        () =>
+          reject(
+            new Error(`redis-server not ready within ${this.#opts.readyTimeoutMs ?? 10_000} ms: ${output}`),
+          ),
+        this.#opts.readyTimeoutMs ?? 10_000,
+      );
+      proc.stdout!.on("data", (chunk: Buffer) => {
+        output += chunk.toString();
+        if (/ready to accept connections/i.test(output)) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      proc.stderr!.on("data", (chunk: Buffer) => {
+        output += chunk.toString();
+      });
+      proc.once("exit", (code) => {
+        clearTimeout(timer);
+        reject(new Error(`redis-server exited (${code}) before it was ready: ${output}`));
+      });
+    });
+    try {
+      await ready;
+    } catch (err) {
+      this.#proc = undefined;
+      proc.kill("SIGKILL");
+      throw err;
+    }
+    proc.stdout!.resume();
+  }
+
+  /** Stops the server (SIGTERM; nothing is saved) and waits for it to exit. */
+  async stop(): Promise<void> {
+    const proc = this.#proc;
+    if (!proc) return;
+    this.#proc = undefined;
+    if (proc.exitCode !== null || proc.signalCode !== null) return;
+    const exited = once(proc, "exit");
+    proc.kill("SIGTERM");
+    await exited;
+  }
+
+  /** Stops the server and removes its temp dir. */
+  async close(): Promise<void> {
+    await this.stop();
+    await rm(this.#dir, { recursive: true, force: true });
+  }
+}
+
+/** A port free right now on 127.0.0.1 (the kernel picks it; it is released at once). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+}
