@@ -1,0 +1,77 @@
+#!/usr/bin/env -S npx tsx
+// agentk, the in-cluster agent. This file composes the modules; each lives in its own folder.
+import { realpathSync } from "node:fs";
+import { pathToFileURL } from "node:url";
+import { ConfigError } from "../kas/config/errors.ts";
+import { type AgentkConfig, agentkHelp, loadAgentkConfig } from "./config/index.ts";
+import {
+  createAgentkMetrics,
+  createLogger,
+  ReadinessChecks,
+  serveObservability,
+} from "./observability/index.ts";
+
+/** Exit codes: 0 done, 1 failed while running, 2 bad usage or configuration. */
+export async function main(argv: readonly string[]): Promise<number> {
+  let config: AgentkConfig;
+  try {
+    const args = await loadAgentkConfig({ argv });
+    if (args.help) {
+      process.stdout.write(agentkHelp());
+      return 0;
+    }
+    config = args.config;
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`agentk: invalid configuration:\n${err.message.replace(/^/gm, "  ")}\n`);
+    return 2;
+  }
+
+  const log = createLogger({ level: config.logLevel, name: "agentk", base: { pod: config.pod.name } });
+  const metrics = createAgentkMetrics();
+  const readiness = new ReadinessChecks();
+  const cleanup: (() => Promise<void>)[] = [];
+  try {
+    const observability = await serveObservability({
+      listen: config.observability.listen,
+      registry: metrics.registry,
+      readiness,
+      log,
+    });
+    cleanup.push(() => observability.close());
+    log.info(
+      {
+        url: observability.url,
+        kas: config.kasAddress,
+        kubernetes: config.kubernetes.kind,
+        services: config.services.map((s) => s.name),
+      },
+      "agentk starting",
+    );
+    // ─── TUNNEL: wired here by the lead ───────────────────────────────────────────────────────
+    // new TunnelClient({ url: config.kasAddress, dial: { headers: { ...config.kasHeaders,
+    //   authorization: `Bearer ${config.token.reveal()}` }, caFile: config.caCertFile,
+    //   serverName: config.kasTlsServerName, insecureSkipTlsVerify: config.kasInsecureSkipTlsVerify },
+    //   onStream: dispatcher }) — HTTPS_PROXY/NO_PROXY are honoured by the transport;
+    //   metrics.tunnels.track(session); readiness.add("tunnel", ...) once connected.
+    // Kubernetes API proxy from config.kubernetes; allow-listed services from config.services.
+    // ──────────────────────────────────────────────────────────────────────────────────────────
+
+    const signal = await new Promise<NodeJS.Signals>((resolve) => {
+      for (const s of ["SIGTERM", "SIGINT"] as const) process.once(s, () => resolve(s));
+    });
+    log.info({ signal }, "shutting down");
+    return 0;
+  } catch (err) {
+    log.fatal({ err }, "agentk failed");
+    return 1;
+  } finally {
+    for (const close of cleanup.reverse()) await close().catch(() => {});
+    await new Promise<void>((resolve) => log.flush(() => resolve()));
+  }
+}
+
+// Run when executed (also through a symlink such as node_modules/.bin), not when imported.
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) {
+  process.exitCode = await main(process.argv.slice(2));
+}

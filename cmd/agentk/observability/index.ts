@@ -1,0 +1,30 @@
+// agentk's observability: the same logger, probes and metrics server as kas (daemon-agnostic
+// modules under cmd/kas/observability), with agentk's metric names.
+import type { Registry } from "prom-client";
+import { createRegistry, RequestMetrics, TunnelMetrics } from "../../kas/observability/metrics.ts";
+
+export {
+  type CheckResult,
+  createLogger,
+  type Logger,
+  type ObservabilityServer,
+  type ReadinessCheck,
+  ReadinessChecks,
+  serveObservability,
+} from "../../kas/observability/index.ts";
+
+export interface AgentkMetrics {
+  registry: Registry;
+  /** agentk_tunnels, agentk_tunnel_open_streams, agentk_tunnel_{received,sent}_bytes_total. */
+  tunnels: TunnelMetrics;
+  /** agentk_request_duration_seconds{route,status}: requests kas made through the tunnel. */
+  requests: RequestMetrics;
+}
+
+export function createAgentkMetrics(registry: Registry = createRegistry("agentk")): AgentkMetrics {
+  return {
+    registry,
+    tunnels: new TunnelMetrics(registry, "agentk", { countAgents: false }),
+    requests: new RequestMetrics(registry, "agentk"),
+  };
+}

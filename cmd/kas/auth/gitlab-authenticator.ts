@@ -1,0 +1,212 @@
+import { readFileSync } from "node:fs";
+import { setTimeout as sleep } from "node:timers/promises";
+import { Agent, type Dispatcher, request } from "undici";
+import { Backoff, type BackoffOptions } from "../../../lib/tunnel/index.ts";
+import { parseAgentInfoResponse } from "./agent-info.ts";
+import { AgentAuthError } from "./errors.ts";
+import { KAS_API_REQUEST_HEADER, signKasApiJwt } from "./kas-jwt.ts";
+import type { AgentAuthenticator, AgentInfo, AuthenticateOptions } from "./types.ts";
+
+export const AGENT_INFO_PATH = "/api/v4/internal/kubernetes/agent_info";
+
+/** What the authenticator needs to log; a pino logger fits. */
+export interface AuthLog {
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+export interface GitLabAuthenticatorOptions {
+  /** GitLab's base URL, e.g. "https://gitlab.example.com" or with a relative root "https://example.com/gitlab". */
+  gitlabUrl: string;
+  /** The 32-byte secret shared with GitLab (gitlab.authentication_secret_file). */
+  secret: Uint8Array;
+  /** Extra CA certificate(s), PEM file, for an https GitLab with a private CA. */
+  caFile?: string;
+  /** One attempt. Default 5 s. */
+  requestTimeoutMs?: number;
+  /** All attempts together. Default 8 s. */
+  retryDeadlineMs?: number;
+  /** Attempts at most. Default 4. */
+  maxAttempts?: number;
+  /** Delays between attempts. Default 100 ms doubling up to 1 s. */
+  backoff?: BackoffOptions;
+  /** Largest response body read. Default 1 MiB. */
+  maxBodyBytes?: number;
+  /** Default: an undici Agent of its own (closed by {@link GitLabAuthenticator.close}). */
+  dispatcher?: Dispatcher;
+  log?: AuthLog;
+  userAgent?: string;
+}
+
+/**
+ * Authenticates agent tokens against GitLab's internal API: `GET /api/v4/internal/kubernetes/agent_info`
+ * with the agent's token as `Authorization: Bearer` and kas's own JWT in `Gitlab-Kas-Api-Request`.
+ * 401/403/404 are answers; everything else (5xx, network, timeouts, bodies of the wrong shape) is
+ * `unavailable` and retried with backoff until the deadline. No caching here: see CachedAuthenticator.
+ */
+export class GitLabAuthenticator implements AgentAuthenticator {
+  readonly #url: string;
+  readonly #secret: Uint8Array;
+  readonly #dispatcher: Dispatcher;
+  readonly #ownsDispatcher: boolean;
+  readonly #requestTimeoutMs: number;
+  readonly #retryDeadlineMs: number;
+  readonly #maxAttempts: number;
+  readonly #backoff: BackoffOptions;
+  readonly #maxBodyBytes: number;
+  readonly #log: AuthLog | undefined;
+  readonly #userAgent: string;
+
+  constructor(options: GitLabAuthenticatorOptions) {
+    const base = new URL(options.gitlabUrl);
+    base.pathname = `${base.pathname.replace(/\/+$/, "")}${AGENT_INFO_PATH}`;
+    this.#url = base.href;
+    if (options.secret.length === 0) throw new RangeError("GitLabAuthenticator: empty secret");
+    this.#secret = options.secret;
+    this.#requestTimeoutMs = options.requestTimeoutMs ?? 5000;
+    this.#retryDeadlineMs = options.retryDeadlineMs ?? 8000;
+    this.#maxAttempts = options.maxAttempts ?? 4;
+    this.#backoff = { initialMs: 100, maxMs: 1000, factor: 2, ...options.backoff };
+    this.#maxBodyBytes = options.maxBodyBytes ?? 1 << 20;
+    this.#log = options.log;
+    this.#userAgent = options.userAgent ?? "gitlab-kas-ts";
+    this.#ownsDispatcher = options.dispatcher === undefined;
+    this.#dispatcher =
+      options.dispatcher ??
+      new Agent({
+        connect: {
+          timeout: this.#requestTimeoutMs,
+          ...(options.caFile !== undefined && { ca: readFileSync(options.caFile, "utf8") }),
+        },
+        headersTimeout: this.#requestTimeoutMs,
+        bodyTimeout: this.#requestTimeoutMs,
+      });
+  }
+
+  async authenticateAgent(token: string, options: AuthenticateOptions = {}): Promise<AgentInfo> {
+    const deadline = Date.now() + this.#retryDeadlineMs;
+    const backoff = new Backoff(this.#backoff);
+    for (let attempt = 1; ; attempt++) {
+      options.signal?.throwIfAborted();
+      const remaining = deadline - Date.now();
+      try {
+        return await this.#attempt(token, Math.min(this.#requestTimeoutMs, remaining), options.signal);
+      } catch (err) {
+        if (!(err instanceof AgentAuthError) || err.definitive || options.signal?.aborted) throw err;
+        const delay = backoff.next();
+        const exhausted = attempt >= this.#maxAttempts || Date.now() + delay >= deadline;
+        this.#log?.warn(
+          { err: err.message, attempt, ...(!exhausted && { retryInMs: delay }) },
+          exhausted ? "GitLab agent_info failed, giving up" : "GitLab agent_info failed, retrying",
+        );
+        if (exhausted) throw err;
+        await sleep(delay, undefined, options.signal ? { signal: options.signal } : {});
+      }
+    }
+  }
+
+  async #attempt(token: string, timeoutMs: number, signal: AbortSignal | undefined): Promise<AgentInfo> {
+    const timeout = AbortSignal.timeout(Math.max(1, timeoutMs));
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await request(this.#url, {
+        method: "GET",
+        dispatcher: this.#dispatcher,
+        signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+        headers: {
+          authorization: `Bearer ${token}`,
+          [KAS_API_REQUEST_HEADER.toLowerCase()]: await signKasApiJwt(this.#secret),
+          accept: "application/json",
+          "user-agent": this.#userAgent,
+        },
+      });
+    } catch (err) {
+      if (signal?.aborted) throw signal.reason;
+      const why = timeout.aborted ? `no answer within ${timeoutMs} ms` : describeNetworkError(err);
+      throw new AgentAuthError("unavailable", `GitLab is unreachable: ${why}`, { cause: err });
+    }
+    const body = await this.#readBody(response, signal, timeout);
+    return this.#interpret(response.statusCode, body);
+  }
+
+  async #readBody(response: Dispatcher.ResponseData, signal: AbortSignal | undefined, timeout: AbortSignal) {
+    try {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      for await (const chunk of response.body as AsyncIterable<Buffer>) {
+        size += chunk.length;
+        if (size > this.#maxBodyBytes) {
+          response.body.destroy();
+          throw new AgentAuthError(
+            "unavailable",
+            `GitLab's answer is larger than ${this.#maxBodyBytes} bytes`,
+          );
+        }
+        chunks.push(chunk);
+      }
+      return Buffer.concat(chunks).toString("utf8");
+    } catch (err) {
+      if (err instanceof AgentAuthError) throw err;
+      if (signal?.aborted) throw signal.reason;
+      const why = timeout.aborted ? "timed out reading the answer" : describeNetworkError(err);
+      throw new AgentAuthError("unavailable", `GitLab is unreachable: ${why}`, { cause: err });
+    }
+  }
+
+  #interpret(status: number, body: string): AgentInfo {
+    const detail = gitlabMessage(body);
+    switch (status) {
+      case 200: {
+        let json: unknown;
+        try {
+          json = JSON.parse(body);
+        } catch {
+          throw new AgentAuthError("unavailable", "GitLab returned an agent_info response that is not JSON");
+        }
+        return parseAgentInfoResponse(json);
+      }
+      case 401:
+        if (/KAS JWT/i.test(detail)) {
+          // GitLab refused kas itself, not the agent: every agent would be refused. Say so loudly.
+          this.#log?.error(
+            { gitlabMessage: detail },
+            "GitLab rejected kas's JWT: gitlab.authentication_secret_file must hold the same secret as GitLab's gitlab_kas secret",
+          );
+          throw new AgentAuthError(
+            "unavailable",
+            "kas cannot authenticate to GitLab (shared secret mismatch)",
+          );
+        }
+        throw new AgentAuthError("unauthenticated", "agent token is invalid or revoked");
+      case 403:
+        throw new AgentAuthError("permission_denied", `GitLab refused the agent token${suffix(detail)}`);
+      case 404:
+        throw new AgentAuthError("not_found", `agent not found${suffix(detail)}`);
+      default:
+        throw new AgentAuthError("unavailable", `GitLab answered HTTP ${status}${suffix(detail)}`);
+    }
+  }
+
+  /** Closes the connection pool if this authenticator created it. */
+  async close(): Promise<void> {
+    if (this.#ownsDispatcher) await this.#dispatcher.close();
+  }
+}
+
+/** GitLab's API errors are `{"message": "..."}`; anything else is not shown (it could echo a header). */
+function gitlabMessage(body: string): string {
+  try {
+    const message = (JSON.parse(body) as { message?: unknown }).message;
+    if (typeof message === "string") return message.slice(0, 200).replace(/[^\x20-\x7e]/g, "?");
+  } catch {}
+  return "";
+}
+
+function suffix(detail: string): string {
+  return detail ? `: ${detail}` : "";
+}
+
+function describeNetworkError(err: unknown): string {
+  const e = err as { code?: string; message?: string; cause?: { code?: string } };
+  return e.cause?.code ?? e.code ?? e.message ?? String(err);
+}

@@ -1,0 +1,85 @@
+import { timingSafeEqual } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import { parse as parseYaml } from "yaml";
+import { AgentAuthError } from "./errors.ts";
+import { tokenDigest } from "./token.ts";
+import type { AgentAuthenticator, AgentInfo } from "./types.ts";
+
+export interface StaticAgent {
+  agentId: string;
+  projectId: string;
+  agentName: string;
+}
+
+/**
+ * A fixed token -> agent table, for development and the demo: no GitLab needed. Tokens are held
+ * only as SHA-256 digests and compared in constant time, every entry every time.
+ */
+export class StaticTokenAuthenticator implements AgentAuthenticator {
+  readonly #entries: { digest: Buffer; agent: StaticAgent }[];
+
+  constructor(tokens: ReadonlyMap<string, StaticAgent> | Readonly<Record<string, StaticAgent>>) {
+    const pairs = tokens instanceof Map ? [...tokens] : Object.entries(tokens);
+    this.#entries = pairs.map(([token, agent]) => ({ digest: tokenDigest(token), agent: { ...agent } }));
+  }
+
+  get size(): number {
+    return this.#entries.length;
+  }
+
+  async authenticateAgent(token: string): Promise<AgentInfo> {
+    const digest = tokenDigest(token);
+    let found: StaticAgent | undefined;
+    for (const entry of this.#entries) {
+      if (timingSafeEqual(entry.digest, digest) && found === undefined) found = entry.agent;
+    }
+    if (found === undefined) throw new AgentAuthError("unauthenticated", "agent token is invalid or revoked");
+    return { ...found };
+  }
+}
+
+/** Reads a YAML or JSON file mapping each token to `{agentId, projectId, agentName}`. Errors never show a token. */
+export async function loadStaticTokens(path: string): Promise<StaticTokenAuthenticator> {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (err) {
+    throw new Error(`static tokens file ${path}: cannot read: ${(err as NodeJS.ErrnoException).code ?? err}`);
+  }
+  return new StaticTokenAuthenticator(parseStaticTokens(text, path));
+}
+
+export function parseStaticTokens(text: string, path = "static tokens file"): Map<string, StaticAgent> {
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (err) {
+    throw new Error(`${path}: not valid YAML or JSON: ${(err as Error).message}`);
+  }
+  if (typeof doc !== "object" || doc === null || Array.isArray(doc)) {
+    throw new Error(`${path}: expected a mapping of token -> {agentId, projectId, agentName}`);
+  }
+  const tokens = new Map<string, StaticAgent>();
+  Object.entries(doc).forEach(([token, value], i) => {
+    const where = `${path}: entry #${i + 1}`; // never the token itself
+    if (token.trim() === "" || /\s/.test(token))
+      throw new Error(`${where}: the token must be non-empty without spaces`);
+    if (typeof value !== "object" || value === null)
+      throw new Error(`${where}: expected {agentId, projectId, agentName}`);
+    const v = value as Record<string, unknown>;
+    const id = (key: string) => {
+      const x = v[key];
+      if (
+        (typeof x === "number" && Number.isSafeInteger(x) && x > 0) ||
+        (typeof x === "string" && /^[1-9]\d*$/.test(x))
+      ) {
+        return String(x);
+      }
+      throw new Error(`${where}: ${key}: expected a positive integer id`);
+    };
+    if (typeof v.agentName !== "string" || v.agentName === "")
+      throw new Error(`${where}: agentName: expected a non-empty string`);
+    tokens.set(token, { agentId: id("agentId"), projectId: id("projectId"), agentName: v.agentName });
+  });
+  return tokens;
+}

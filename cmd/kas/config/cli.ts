@@ -1,0 +1,50 @@
+import { parseArgs } from "node:util";
+import { ConfigError } from "./errors.ts";
+import { envNameOf, KAS_FIELDS } from "./schema.ts";
+
+export interface KasArgs {
+  help: boolean;
+  configFile?: string;
+}
+
+/** `kas [--config kas.yaml] [--help]`. Unknown flags and stray arguments are errors. */
+export function parseKasArgs(argv: readonly string[]): KasArgs {
+  try {
+    const { values } = parseArgs({
+      args: [...argv],
+      options: {
+        config: { type: "string", short: "c" },
+        help: { type: "boolean", short: "h" },
+      },
+      strict: true,
+      allowPositionals: false,
+    });
+    return { help: values.help === true, ...(values.config !== undefined && { configFile: values.config }) };
+  } catch (err) {
+    throw new ConfigError([{ field: "arguments", message: `${(err as Error).message}; see kas --help` }]);
+  }
+}
+
+export function kasHelp(): string {
+  const rows = KAS_FIELDS.map((f) => {
+    const env = [envNameOf(f.path), ...(f.envAliases ?? [])].join(", ");
+    const def = f.default === undefined ? "" : ` (default ${JSON.stringify(f.default)})`;
+    return `  ${f.path}  <${f.kind}>${def}\n      ${f.doc}\n      env: ${env}`;
+  });
+  return `Usage: kas [--config kas.yaml]
+
+kas, the agent server: agentk connects to it over one WebSocket; GitLab and users reach
+the clusters through it.
+
+Options:
+  -c, --config <file>  YAML (or JSON) configuration file; the names are those of GitLab's kas
+  -h, --help           print this help and exit
+
+Each setting can be given in the file (nested YAML: agent.listen.address is
+agent: {listen: {address: ...}}) or by the environment variable named after it, which wins.
+Durations are written "300s", "1m30s", "250ms"; secret files hold 32 bytes, base64-encoded.
+
+Settings:
+${rows.join("\n")}
+`;
+}

@@ -1,0 +1,13 @@
+export { type KasArgs, kasHelp, parseKasArgs } from "./cli.ts";
+export { ConfigError, type ConfigIssue, formatIssue } from "./errors.ts";
+export { buildKasConfig, type LoadKasConfigOptions, loadKasConfig, parseYaml } from "./load.ts";
+export {
+  envNameOf,
+  type FieldSpec,
+  KAS_FIELDS,
+  type KasConfig,
+  type ListenConfig,
+  type TlsFiles,
+} from "./schema.ts";
+export { decodeSecret, type KasSecrets, readKasSecrets, SECRET_BYTES } from "./secrets.ts";
+export * from "./values.ts";

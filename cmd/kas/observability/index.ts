@@ -1,0 +1,11 @@
+export { createLogger, type Logger, type LoggerOptions } from "./logger.ts";
+export {
+  createKasMetrics,
+  createRegistry,
+  type KasMetrics,
+  RequestMetrics,
+  TunnelMetrics,
+} from "./metrics.ts";
+export { type CheckResult, type ReadinessCheck, ReadinessChecks } from "./readiness.ts";
+export { REDACT_PATHS, REDACTED, scrubString, scrubValue } from "./redact.ts";
+export { type ObservabilityOptions, type ObservabilityServer, serveObservability } from "./server.ts";

@@ -1,0 +1,90 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { Registry } from "prom-client";
+import type { ListenAddress } from "../config/values.ts";
+import type { ReadinessChecks } from "./readiness.ts";
+import { scrubString } from "./redact.ts";
+
+export interface ObservabilityOptions {
+  listen: ListenAddress;
+  registry: Registry;
+  readiness: ReadinessChecks;
+  /** Defaults: /metrics, /liveness, /readiness (GitLab's kas names). */
+  paths?: { metrics?: string; liveness?: string; readiness?: string };
+  /** Liveness: the process answers. A daemon may add its own test (e.g. its event loop is not wedged). */
+  live?: () => boolean;
+  log?: { warn(obj: object, msg: string): void };
+}
+
+export interface ObservabilityServer {
+  readonly url: string;
+  readonly port: number;
+  readonly server: Server;
+  close(): Promise<void>;
+}
+
+/** Serves Prometheus metrics and the liveness and readiness probes over plain HTTP. */
+export async function serveObservability(options: ObservabilityOptions): Promise<ObservabilityServer> {
+  const paths = { metrics: "/metrics", liveness: "/liveness", readiness: "/readiness", ...options.paths };
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      options.log?.warn({ err, path: req.url }, "observability request failed");
+      if (!res.headersSent) send(res, 500, "text/plain; charset=utf-8", "internal error\n");
+      else res.destroy();
+    });
+  });
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 30_000;
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? "/").split("?")[0];
+    const route = [paths.metrics, paths.liveness, paths.readiness].includes(path!) ? path : undefined;
+    if (route === undefined) return send(res, 404, "text/plain; charset=utf-8", "not found\n");
+    if (req.method !== "GET" && req.method !== "HEAD") {
+      res.setHeader("allow", "GET, HEAD");
+      return send(res, 405, "text/plain; charset=utf-8", "method not allowed\n");
+    }
+    if (route === paths.metrics) {
+      return send(res, 200, options.registry.contentType, await options.registry.metrics());
+    }
+    if (route === paths.liveness) {
+      const live = options.live?.() ?? true;
+      return send(res, live ? 200 : 503, "text/plain; charset=utf-8", live ? "ok\n" : "not live\n");
+    }
+    const { ok, checks } = await options.readiness.run();
+    const body = JSON.stringify({
+      status: ok ? "ready" : "not ready",
+      checks: checks.map((c) => (c.error === undefined ? c : { ...c, error: scrubString(c.error) })),
+    });
+    return send(res, ok ? 200 : 503, "application/json", `${body}\n`);
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.listen.port, options.listen.host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
+  return {
+    url: `http://${host}:${address.port}`,
+    port: address.port,
+    server,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+      }),
+  };
+}
+
+function send(res: ServerResponse, status: number, type: string, body: string): void {
+  res.writeHead(status, {
+    "content-type": type,
+    "cache-control": "no-store",
+    "content-length": Buffer.byteLength(body),
+  });
+  res.end(res.req.method === "HEAD" ? undefined : body);
+}

@@ -1,0 +1,82 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+
+const MAIN = join(import.meta.dirname, "../../cmd/agentk/main.ts");
+const TOKEN = "glagent-Mn4bV7cX1zL8kJ5hG2fD9sA0";
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "agentk-main-"));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+function run(args: string[], env: NodeJS.ProcessEnv = {}) {
+  const child = spawn(process.execPath, ["--import", "tsx", MAIN, ...args], {
+    env: { PATH: process.env.PATH, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  let err = "";
+  child.stdout.on("data", (d: Buffer) => {
+    out += d;
+  });
+  child.stderr.on("data", (d: Buffer) => {
+    err += d;
+  });
+  return Object.assign(child, { out: () => out, err: () => err });
+}
+
+async function exitCode(child: ChildProcess): Promise<number | null> {
+  const [code] = (await once(child, "exit", { signal: AbortSignal.timeout(20_000) })) as [number | null];
+  return code;
+}
+
+describe("agentk main", () => {
+  test("--help prints usage and exits 0", async () => {
+    const child = run(["--help"]);
+    expect(await exitCode(child)).toBe(0);
+    expect(child.out()).toMatch(/^Usage: agentk --kas-address/);
+  });
+
+  test("no configuration: exit 2 saying what is missing", async () => {
+    const child = run([]);
+    expect(await exitCode(child)).toBe(2);
+    expect(child.err()).toContain("--kas-address: required");
+    expect(child.err()).toContain("--token-file: required");
+  });
+
+  test("configured: observability on its port, the token never printed; SIGTERM exits 0", async () => {
+    const tokenFile = join(dir, "token");
+    await writeFile(tokenFile, TOKEN);
+    const probe = createServer().listen(0, "127.0.0.1");
+    await once(probe, "listening");
+    const { port } = probe.address() as { port: number };
+    probe.close();
+    await once(probe, "close");
+    const child = run(
+      ["--kas-address", "wss://kas.example.com", "--token-file", tokenFile, "--log-level", "trace"],
+      { AGENTK_OBSERVABILITY_LISTEN_ADDRESS: `127.0.0.1:${port}`, POD_NAME: "agentk-0" },
+    );
+    try {
+      while (!child.out().includes("agentk starting")) {
+        await once(child.stdout, "data", { signal: AbortSignal.timeout(20_000) });
+      }
+      expect((await fetch(`http://127.0.0.1:${port}/liveness`)).status).toBe(200);
+      const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      expect(metrics).toContain("# TYPE agentk_tunnels gauge");
+      expect(metrics).not.toContain("agentk_connected_agents");
+      child.kill("SIGTERM");
+      expect(await exitCode(child)).toBe(0);
+      expect(child.out()).toContain('"pod":"agentk-0"');
+      expect(child.out() + child.err()).not.toContain(TOKEN);
+    } finally {
+      child.kill("SIGKILL");
+    }
+  });
+});

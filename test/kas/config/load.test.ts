@@ -1,0 +1,286 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import {
+  buildKasConfig,
+  ConfigError,
+  envNameOf,
+  KAS_FIELDS,
+  type KasConfig,
+  loadKasConfig,
+} from "../../../cmd/kas/config/index.ts";
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "kas-config-"));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const MINIMAL = { agent: { static_tokens_file: "/etc/kas/tokens.yaml" } };
+
+function issuesOf(fn: () => unknown): string[] {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return (err as ConfigError).message.split("\n");
+  }
+  throw new Error("expected a ConfigError");
+}
+
+describe("kas configuration", () => {
+  test("defaults match GitLab's kas (ports 8150, 8151, 8153, 8154, 8155; cache TTLs 300 s / 60 s)", () => {
+    const config = buildKasConfig(MINIMAL, {});
+    expect(config).toEqual<KasConfig>({
+      gitlab: { requestTimeoutMs: 5000, retryDeadlineMs: 8000 },
+      agent: {
+        listen: {
+          address: { host: "127.0.0.1", port: 8150 },
+          maxConnectionAgeMs: 7_200_000,
+          handshakeTimeoutMs: 10_000,
+        },
+        staticTokensFile: "/etc/kas/tokens.yaml",
+        infoCacheTtlMs: 300_000,
+        infoCacheErrorTtlMs: 60_000,
+        infoCacheMaxEntries: 10_000,
+        kubernetesApi: { listen: { address: { host: "0.0.0.0", port: 8154 } }, urlPathPrefix: "/" },
+      },
+      observability: {
+        listen: { address: { host: "127.0.0.1", port: 8151 } },
+        prometheus: { urlPath: "/metrics" },
+        livenessProbe: { urlPath: "/liveness" },
+        readinessProbe: { urlPath: "/readiness" },
+        logging: { level: "info" },
+      },
+      api: { listen: { address: { host: "127.0.0.1", port: 8153 } } },
+      privateApi: { listen: { address: { host: "127.0.0.1", port: 8155 } } },
+      redis: { server: {}, keyPrefix: "gitlab-kas", dialTimeoutMs: 5000, tls: false },
+    });
+  });
+
+  test("a YAML file with GitLab's field names, read through --config", async () => {
+    const path = join(dir, "kas.yaml");
+    await writeFile(
+      path,
+      `gitlab:
+  address: https://gitlab.example.com/
+  authentication_secret_file: /etc/kas/gitlab_secret
+agent:
+  listen:
+    address: ":8150"
+    certificate_file: /tls/crt.pem
+    key_file: /tls/key.pem
+  info_cache_ttl: 10m
+  info_cache_error_ttl: 1m30s
+  kubernetes_api:
+    url_path_prefix: /k8s-proxy
+observability:
+  logging:
+    level: debug
+redis:
+  server:
+    address: redis.internal:6379
+private_api:
+  listen:
+    address: "[::]:8155"
+`,
+    );
+    const config = await loadKasConfig({ configFile: path, env: {} });
+    expect(config.gitlab.address).toBe("https://gitlab.example.com/");
+    expect(config.gitlab.authenticationSecretFile).toBe("/etc/kas/gitlab_secret");
+    expect(config.agent.listen).toMatchObject({
+      address: { host: undefined, port: 8150 },
+      certificateFile: "/tls/crt.pem",
+      keyFile: "/tls/key.pem",
+    });
+    expect(config.agent.infoCacheTtlMs).toBe(600_000);
+    expect(config.agent.infoCacheErrorTtlMs).toBe(90_000);
+    expect(config.agent.kubernetesApi.urlPathPrefix).toBe("/k8s-proxy");
+    expect(config.observability.logging.level).toBe("debug");
+    expect(config.redis.server.address).toEqual({ host: "redis.internal", port: 6379 });
+    expect(config.privateApi.listen.address).toEqual({ host: "::", port: 8155 });
+  });
+
+  test("environment variables override the file", async () => {
+    const path = join(dir, "env.yaml");
+    await writeFile(path, "agent:\n  listen:\n    address: 127.0.0.1:9000\n  static_tokens_file: /a\n");
+    const config = await loadKasConfig({
+      configFile: path,
+      env: {
+        KAS_AGENT_LISTEN_ADDRESS: "0.0.0.0:9150",
+        KAS_OBSERVABILITY_LOGGING_LEVEL: "WARN",
+        KAS_AGENT_INFO_CACHE_TTL: "30s",
+        KAS_REDIS_TLS: "true",
+        KAS_GITLAB_ADDRESS: "http://gitlab:8080",
+        KAS_GITLAB_AUTHENTICATION_SECRET_FILE: "/s",
+        OWN_PRIVATE_API_URL: "ws://10.0.0.5:8155",
+        KAS_API_LISTEN_ADDRESS: "", // empty counts as unset
+      },
+    });
+    expect(config.agent.listen.address).toEqual({ host: "0.0.0.0", port: 9150 });
+    expect(config.observability.logging.level).toBe("warn");
+    expect(config.agent.infoCacheTtlMs).toBe(30_000);
+    expect(config.redis.tls).toBe(true);
+    expect(config.gitlab.address).toBe("http://gitlab:8080/");
+    expect(config.privateApi.ownUrl).toBe("ws://10.0.0.5:8155/");
+    expect(config.api.listen.address.port).toBe(8153);
+  });
+
+  test("every field has an environment variable named after its path", () => {
+    expect(envNameOf("agent.listen.address")).toBe("KAS_AGENT_LISTEN_ADDRESS");
+    expect(envNameOf("observability.logging.level")).toBe("KAS_OBSERVABILITY_LOGGING_LEVEL");
+    for (const field of KAS_FIELDS) expect(envNameOf(field.path)).toMatch(/^KAS_[A-Z_]+$/);
+  });
+
+  test.each([
+    ["agent.listen.address", "8150", 'agent.listen.address: expected host:port, got "8150"'],
+    ["agent.listen.address", "localhost:99999", "agent.listen.address: port must be 1-65535, got 99999"],
+    [
+      "observability.listen.address",
+      "a:b:c",
+      'observability.listen.address: expected host:port, got "a:b:c"',
+    ],
+    [
+      "gitlab.address",
+      "gitlab.example.com",
+      'gitlab.address: expected a http/https URL, got "gitlab.example.com"',
+    ],
+    ["gitlab.address", "ftp://x", 'gitlab.address: expected a http/https URL, got scheme "ftp"'],
+    ["gitlab.address", "https://u:p@gitlab", "gitlab.address: must not contain credentials"],
+    [
+      "agent.info_cache_ttl",
+      "5 minutes",
+      'agent.info_cache_ttl: expected a duration like "300s", "1m30s" or "250ms"',
+    ],
+    ["agent.info_cache_ttl", 300, "agent.info_cache_ttl: expected a duration"],
+    [
+      "agent.info_cache_max_entries",
+      "0",
+      'agent.info_cache_max_entries: expected a positive integer, got "0"',
+    ],
+    [
+      "observability.logging.level",
+      "loud",
+      "observability.logging.level: expected one of trace, debug, info",
+    ],
+    [
+      "observability.prometheus.url_path",
+      "metrics",
+      'observability.prometheus.url_path: expected a path starting with "/"',
+    ],
+    ["redis.server.address", ":6379", "redis.server.address: expected host:port with a host"],
+    ["redis.tls", "yes", 'redis.tls: expected true or false, got "yes"'],
+    ["redis.key_prefix", "", "redis.key_prefix: must not be empty"],
+    [
+      "private_api.own_url",
+      "grpc://x:1",
+      'private_api.own_url: expected a ws/wss/http/https URL, got scheme "grpc"',
+    ],
+  ])("%s = %j is refused: %s", (path, value, message) => {
+    const doc = structuredClone(MINIMAL) as Record<string, unknown>;
+    setPath(doc, path, value);
+    const issues = issuesOf(() => buildKasConfig(doc, {}, "/etc/kas/kas.yaml"));
+    expect(issues).toHaveLength(1);
+    expect(issues[0]).toContain(message);
+    expect(issues[0]).toMatch(/\(from kas\.yaml\)$/);
+  });
+
+  test("a bad environment value names both the field and the variable", () => {
+    const issues = issuesOf(() => buildKasConfig(MINIMAL, { KAS_AGENT_LISTEN_ADDRESS: "nope" }));
+    expect(issues).toEqual([
+      'agent.listen.address: expected host:port, got "nope" (from KAS_AGENT_LISTEN_ADDRESS)',
+    ]);
+  });
+
+  test("every problem is reported at once, each on its own line", () => {
+    const issues = issuesOf(() =>
+      buildKasConfig(
+        { agent: { listen: { address: "x" }, info_cache_ttl: "y" } },
+        { KAS_REDIS_TLS: "maybe" },
+      ),
+    );
+    expect(issues.map((i) => i.split(":")[0])).toEqual([
+      "agent.listen.address",
+      "agent.info_cache_ttl",
+      "redis.tls",
+      "gitlab.address",
+    ]);
+  });
+
+  test("unknown fields and misplaced values are named", () => {
+    const issues = issuesOf(() =>
+      buildKasConfig(
+        { ...MINIMAL, agnet: {}, observability: { listen: "127.0.0.1:1", logging: { levle: "x" } } },
+        {},
+      ),
+    );
+    expect(issues).toEqual([
+      "agnet: unknown field (from config file)",
+      "observability.listen: expected a mapping (from config file)",
+      "observability.logging.levle: unknown field (from config file)",
+    ]);
+  });
+
+  test.each([
+    [{}, "gitlab.address: required (or set agent.static_tokens_file to authenticate agents without GitLab)"],
+    [
+      { gitlab: { address: "https://g" } },
+      "gitlab.authentication_secret_file: required when gitlab.address is set",
+    ],
+    [
+      { ...MINIMAL, api: { listen: { certificate_file: "/c" } } },
+      "api.listen.key_file: required: certificate_file and key_file go together",
+    ],
+    [
+      { ...MINIMAL, api: { listen: { address: "127.0.0.1:8150" } } },
+      "api.listen.address: port 8150 is already used by agent.listen.address",
+    ],
+    [
+      { ...MINIMAL, gitlab: { retry_deadline: "15s" } },
+      "gitlab.retry_deadline: must be shorter than agent.listen.handshake_timeout (10000 ms)",
+    ],
+  ])("combinations: %j -> %s", (doc, message) => {
+    expect(issuesOf(() => buildKasConfig(doc, {}))).toEqual([message]);
+  });
+
+  test("the same port on two different specific hosts is fine", () => {
+    const config = buildKasConfig({ ...MINIMAL, api: { listen: { address: "10.0.0.1:8150" } } }, {});
+    expect(config.api.listen.address).toEqual({ host: "10.0.0.1", port: 8150 });
+  });
+
+  test("file problems: missing file, invalid YAML, duplicate keys", async () => {
+    await expect(loadKasConfig({ configFile: join(dir, "absent.yaml"), env: {} })).rejects.toThrow(
+      /^--config: cannot read .*absent\.yaml: ENOENT/,
+    );
+    const bad = join(dir, "bad.yaml");
+    await writeFile(bad, "agent:\n  listen: [\n");
+    await expect(loadKasConfig({ configFile: bad, env: {} })).rejects.toThrow(
+      /--config: .*bad\.yaml is not valid YAML/,
+    );
+    const dup = join(dir, "dup.yaml");
+    await writeFile(dup, "agent:\n  static_tokens_file: /a\n  static_tokens_file: /b\n");
+    await expect(loadKasConfig({ configFile: dup, env: {} })).rejects.toThrow(
+      /not valid YAML.*[Mm]ap keys must be unique/,
+    );
+  });
+
+  test("an empty file means all defaults", async () => {
+    const path = join(dir, "empty.yaml");
+    await writeFile(path, "# nothing\n");
+    const config = await loadKasConfig({ configFile: path, env: { KAS_AGENT_STATIC_TOKENS_FILE: "/t" } });
+    expect(config.agent.listen.address.port).toBe(8150);
+  });
+});
+
+function setPath(doc: Record<string, unknown>, path: string, value: unknown): void {
+  const parts = path.split(".");
+  let node = doc;
+  for (const p of parts.slice(0, -1)) {
+    node[p] ??= {};
+    node = node[p] as Record<string, unknown>;
+  }
+  node[parts.at(-1)!] = value;
+}

@@ -1,0 +1,93 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+
+const MAIN = join(import.meta.dirname, "../../cmd/kas/main.ts");
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "kas-main-"));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+function run(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): ChildProcess & { out: () => string; err: () => string } {
+  const child = spawn(process.execPath, ["--import", "tsx", MAIN, ...args], {
+    env: { PATH: process.env.PATH, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  let err = "";
+  child.stdout.on("data", (d: Buffer) => {
+    out += d;
+  });
+  child.stderr.on("data", (d: Buffer) => {
+    err += d;
+  });
+  return Object.assign(child, { out: () => out, err: () => err });
+}
+
+async function exitCode(child: ChildProcess): Promise<number | null> {
+  const [code] = (await once(child, "exit", { signal: AbortSignal.timeout(20_000) })) as [number | null];
+  return code;
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer().listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const { port } = server.address() as { port: number };
+  server.close();
+  await once(server, "close");
+  return port;
+}
+
+describe("kas main", () => {
+  test("--help prints usage and exits 0", async () => {
+    const child = run(["--help"]);
+    expect(await exitCode(child)).toBe(0);
+    expect(child.out()).toMatch(/^Usage: kas \[--config kas\.yaml\]/);
+  });
+
+  test("bad configuration: exit 2, every problem on stderr naming its field", async () => {
+    const config = join(dir, "bad.yaml");
+    await writeFile(config, "agent:\n  listen:\n    address: nope\n");
+    const child = run(["--config", config], { KAS_OBSERVABILITY_LOGGING_LEVEL: "loud" });
+    expect(await exitCode(child)).toBe(2);
+    expect(child.err()).toContain('agent.listen.address: expected host:port, got "nope" (from bad.yaml)');
+    expect(child.err()).toContain("observability.logging.level: expected one of");
+    expect(child.err()).toContain("(from KAS_OBSERVABILITY_LOGGING_LEVEL)");
+    expect(child.err()).toContain("gitlab.address: required");
+  });
+
+  test("a good configuration: observability up with probes and metrics; SIGTERM exits 0", async () => {
+    const tokens = join(dir, "tokens.yaml");
+    await writeFile(tokens, "dev-token: {agentId: 1, projectId: 1, agentName: dev}\n");
+    const port = await freePort();
+    const child = run([], {
+      KAS_AGENT_STATIC_TOKENS_FILE: tokens,
+      KAS_OBSERVABILITY_LISTEN_ADDRESS: `127.0.0.1:${port}`,
+    });
+    try {
+      while (!child.out().includes("observability listening")) {
+        await once(child.stdout!, "data", { signal: AbortSignal.timeout(20_000) });
+      }
+      const ready = await fetch(`http://127.0.0.1:${port}/readiness`);
+      expect(ready.status).toBe(200);
+      const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      expect(metrics).toContain("# TYPE kas_tunnels gauge");
+      expect(metrics).toContain("# TYPE kas_agent_authentications_total counter");
+      child.kill("SIGTERM");
+      expect(await exitCode(child)).toBe(0);
+      expect(child.out()).toContain('"msg":"shutting down"');
+    } finally {
+      child.kill("SIGKILL");
+    }
+  });
+});

@@ -1,0 +1,165 @@
+import { afterEach, describe, expect, test } from "vitest";
+import {
+  createKasMetrics,
+  ReadinessChecks,
+  serveObservability,
+} from "../../../cmd/kas/observability/index.ts";
+import { dial, serveTunnels, TunnelSession } from "../../../lib/tunnel/index.ts";
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function start(paths?: { metrics?: string; liveness?: string; readiness?: string }) {
+  const metrics = createKasMetrics();
+  const readiness = new ReadinessChecks({ timeoutMs: 200 });
+  const server = await serveObservability({
+    listen: { host: "127.0.0.1", port: 0 },
+    registry: metrics.registry,
+    readiness,
+    ...(paths && { paths }),
+  });
+  cleanups.push(() => server.close());
+  return { metrics, readiness, server };
+}
+
+function metricValue(text: string, name: string): number {
+  const line = text.split("\n").find((l) => l.startsWith(`${name} `) || l.startsWith(`${name}{`));
+  if (line === undefined) throw new Error(`no ${name} in metrics`);
+  return Number(line.split(" ").at(-1));
+}
+
+describe("observability listener", () => {
+  test("liveness: 200 ok", async () => {
+    const { server } = await start();
+    const res = await fetch(`${server.url}/liveness`);
+    expect(res.status).toBe(200);
+    expect(await res.text()).toBe("ok\n");
+  });
+
+  test("readiness: named checks; failing or slow ones make it 503 and say why", async () => {
+    const { server, readiness } = await start();
+    let res = await fetch(`${server.url}/readiness`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ status: "ready", checks: [] });
+
+    readiness.add("gitlab", () => {});
+    const removeRedis = readiness.add("redis", async () => {
+      throw new Error("connect ECONNREFUSED 127.0.0.1:6379");
+    });
+    readiness.add(
+      "slow",
+      (signal) => new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason))),
+    );
+    res = await fetch(`${server.url}/readiness`);
+    expect(res.status).toBe(503);
+    expect(res.headers.get("content-type")).toBe("application/json");
+    expect(await res.json()).toEqual({
+      status: "not ready",
+      checks: [
+        { name: "gitlab", ok: true },
+        { name: "redis", ok: false, error: "connect ECONNREFUSED 127.0.0.1:6379" },
+        { name: "slow", ok: false, error: "no answer within 200 ms" },
+      ],
+    });
+
+    removeRedis();
+    readiness.remove("slow");
+    res = await fetch(`${server.url}/readiness`);
+    expect(res.status).toBe(200);
+    expect(readiness.names).toEqual(["gitlab"]);
+  });
+
+  test("metrics: Prometheus text with process metrics, auth results and request durations by route and status", async () => {
+    const { server, metrics } = await start();
+    metrics.agentAuth.inc({ result: "ok" });
+    metrics.agentAuth.inc({ result: "unauthenticated" });
+    const done = metrics.requests.start("/api/v4/kubernetes/{agent_id}");
+    done(200);
+    metrics.requests.observe("/gitlab.agent.Foo/Bar", "UNAVAILABLE", 0.02);
+    const res = await fetch(`${server.url}/metrics`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toContain("text/plain");
+    const text = await res.text();
+    expect(text).toContain("kas_process_cpu_seconds_total");
+    expect(text).toContain('kas_agent_authentications_total{result="ok"} 1');
+    expect(text).toContain('kas_agent_authentications_total{result="unauthenticated"} 1');
+    expect(text).toContain(
+      'kas_request_duration_seconds_count{route="/api/v4/kubernetes/{agent_id}",status="200"} 1',
+    );
+    expect(text).toContain(
+      'kas_request_duration_seconds_count{route="/gitlab.agent.Foo/Bar",status="UNAVAILABLE"} 1',
+    );
+  });
+
+  test("metrics: tunnels, connected agents, open streams and bytes from real tunnels", async () => {
+    const { server, metrics } = await start();
+    const tunnels = await serveTunnels<{ agentId: string }>({
+      host: "127.0.0.1",
+      port: 0,
+      authenticate: (req) => ({ agentId: String(req.headers["x-agent"]) }),
+      onSession: (s) => {
+        metrics.tunnels.track(s, s.identity.agentId);
+        s.on("stream", (st) => st.pipe(st));
+      },
+    });
+    cleanups.push(() => tunnels.close(100));
+    const clients: TunnelSession[] = [];
+    for (const agent of ["1", "1", "2"]) {
+      const session = new TunnelSession(await dial(tunnels.url, { headers: { "x-agent": agent } }), "client");
+      clients.push(session);
+      cleanups.push(() => session.close());
+    }
+    const stream = await clients[0]!.open();
+    const payload = Buffer.alloc(50_000, 1);
+    stream.write(payload);
+    let echoed = 0;
+    await new Promise<void>((resolve) => {
+      stream.on("data", (chunk: Buffer) => {
+        echoed += chunk.length;
+        if (echoed === payload.length) resolve();
+      });
+    });
+    let text = await (await fetch(`${server.url}/metrics`)).text();
+    expect(metricValue(text, "kas_tunnels")).toBe(3);
+    expect(metricValue(text, "kas_connected_agents")).toBe(2);
+    expect(metricValue(text, "kas_tunnel_open_streams")).toBe(1);
+    expect(metricValue(text, "kas_tunnel_received_bytes_total")).toBeGreaterThanOrEqual(payload.length);
+    expect(metricValue(text, "kas_tunnel_sent_bytes_total")).toBeGreaterThanOrEqual(payload.length);
+
+    const closed = [...tunnels.sessions].map((s) => new Promise((resolve) => s.once("close", resolve)));
+    for (const c of clients) c.close();
+    await Promise.all(closed);
+    text = await (await fetch(`${server.url}/metrics`)).text();
+    expect(metricValue(text, "kas_tunnels")).toBe(0);
+    expect(metricValue(text, "kas_connected_agents")).toBe(0);
+    expect(metricValue(text, "kas_tunnel_received_bytes_total")).toBeGreaterThanOrEqual(payload.length);
+  });
+
+  test("configured paths; other paths 404; other methods 405; HEAD has no body", async () => {
+    const { server } = await start({ metrics: "/prom", liveness: "/live", readiness: "/ready" });
+    expect((await fetch(`${server.url}/prom`)).status).toBe(200);
+    expect((await fetch(`${server.url}/live`)).status).toBe(200);
+    expect((await fetch(`${server.url}/ready?verbose=1`)).status).toBe(200);
+    expect((await fetch(`${server.url}/metrics`)).status).toBe(404);
+    const post = await fetch(`${server.url}/live`, { method: "POST" });
+    expect(post.status).toBe(405);
+    expect(post.headers.get("allow")).toBe("GET, HEAD");
+    const head = await fetch(`${server.url}/live`, { method: "HEAD" });
+    expect(head.status).toBe(200);
+    expect(await head.text()).toBe("");
+  });
+
+  test("a port in use: listening fails with EADDRINUSE", async () => {
+    const { server } = await start();
+    const metrics = createKasMetrics();
+    await expect(
+      serveObservability({
+        listen: { host: "127.0.0.1", port: server.port },
+        registry: metrics.registry,
+        readiness: new ReadinessChecks(),
+      }),
+    ).rejects.toMatchObject({ code: "EADDRINUSE" });
+  });
+});

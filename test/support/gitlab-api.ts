@@ -1,0 +1,189 @@
+// A stand-in for GitLab's internal API as kas uses it, speaking the real wire protocol:
+// GET /api/v4/internal/kubernetes/agent_info with `Authorization: Bearer <agent token>` and kas's
+// HS256 JWT in `Gitlab-Kas-Api-Request` (iss gitlab-kas, aud gitlab), answered with GitLab's JSON
+// field names and GitLab's error bodies. The JWT is verified in full with jose, as Rails does.
+import { EventEmitter, once } from "node:events";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { jwtVerify } from "jose";
+
+export interface TestAgent {
+  agentId: number;
+  projectId: number;
+  agentName: string;
+  /** Default "group/project-<projectId>". */
+  projectPath?: string;
+  /** Default "main". */
+  defaultBranch?: string;
+  /** Default "tcp://127.0.0.1:8075". */
+  gitalyAddress?: string;
+  /** Default "gitaly-secret-token" (kas must never log it). */
+  gitalyToken?: string;
+}
+
+/** How to answer the next agent_info requests instead of normally. */
+export type Fault =
+  | { status: number; body?: string }
+  /** 200 with a body that is not JSON. */
+  | "malformed-json"
+  /** 200 with JSON of the wrong shape (agent_id missing). */
+  | "wrong-shape"
+  /** Never answer (until the server closes). */
+  | "hang";
+
+export interface RecordedRequest {
+  method: string;
+  path: string;
+  /** The bearer token presented, if any (tests assert on it; never log it in product code). */
+  agentToken: string | undefined;
+  /** Whether the Gitlab-Kas-Api-Request JWT verified; the reason otherwise. */
+  jwt: { ok: true; claims: Record<string, unknown> } | { ok: false; reason: string };
+  status: number;
+}
+
+export const AGENT_INFO_PATH = "/api/v4/internal/kubernetes/agent_info";
+
+export class GitLabApiServer {
+  readonly #server: Server;
+  readonly #secret: Uint8Array;
+  readonly #agents = new Map<string, TestAgent>();
+  readonly #refusals = new Map<string, 403 | 404>();
+  readonly #faults: Fault[] = [];
+  readonly #hanging = new Set<ServerResponse>();
+  readonly requests: RecordedRequest[] = [];
+  readonly #prefix: string;
+  readonly #events = new EventEmitter();
+  url = "";
+
+  private constructor(secret: Uint8Array, prefix: string) {
+    this.#secret = secret;
+    this.#prefix = prefix;
+    this.#server = createServer((req, res) => void this.#handle(req, res));
+  }
+
+  /** Listens on 127.0.0.1. `pathPrefix` mounts the API under a relative URL root, e.g. "/gitlab". */
+  static async start(options: {
+    secret: Uint8Array;
+    agents?: Record<string, TestAgent>;
+    pathPrefix?: string;
+  }): Promise<GitLabApiServer> {
+    const api = new GitLabApiServer(options.secret, options.pathPrefix ?? "");
+    for (const [token, agent] of Object.entries(options.agents ?? {})) api.addAgent(token, agent);
+    await new Promise<void>((resolve) => api.#server.listen(0, "127.0.0.1", resolve));
+    const { port } = api.#server.address() as AddressInfo;
+    api.url = `http://127.0.0.1:${port}${api.#prefix}`;
+    return api;
+  }
+
+  addAgent(token: string, agent: TestAgent): void {
+    this.#agents.set(token, agent);
+  }
+
+  /** The token is known but GitLab refuses it (403) or its agent is gone (404). */
+  refuse(token: string, status: 403 | 404): void {
+    this.#refusals.set(token, status);
+  }
+
+  /** The next `faults.length` agent_info requests get these answers, in order. */
+  failNext(...faults: Fault[]): void {
+    this.#faults.push(...faults);
+  }
+
+  /** agent_info requests received so far. */
+  get agentInfoRequests(): number {
+    return this.requests.filter((r) => r.path === AGENT_INFO_PATH).length;
+  }
+
+  /** Resolves once `count` requests (of any kind) have arrived; rejects after `timeoutMs`. */
+  async waitForRequests(count: number, timeoutMs = 5000): Promise<void> {
+    const signal = AbortSignal.timeout(timeoutMs);
+    while (this.requests.length < count) await once(this.#events, "request", { signal });
+  }
+
+  async close(): Promise<void> {
+    for (const res of this.#hanging) res.destroy();
+    this.#server.closeAllConnections();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? "/", "http://gitlab");
+    const path = url.pathname.startsWith(this.#prefix)
+      ? url.pathname.slice(this.#prefix.length)
+      : url.pathname;
+    const auth = req.headers.authorization;
+    const agentToken = typeof auth === "string" ? /^Bearer (.+)$/i.exec(auth)?.[1] : undefined;
+    const jwt = await this.#verifyJwt(req.headers["gitlab-kas-api-request"]);
+    const record: RecordedRequest = { method: req.method ?? "", path, agentToken, jwt, status: 0 };
+    this.requests.push(record);
+    this.#events.emit("request");
+    const reply = (status: number, body: unknown, raw = false) => {
+      record.status = status;
+      const text = raw ? String(body) : JSON.stringify(body);
+      res.writeHead(status, { "content-type": "application/json" }).end(text);
+    };
+
+    if (path !== AGENT_INFO_PATH) return reply(404, { message: "404 Not Found" });
+    if (req.method !== "GET") return reply(405, { message: "405 Method Not Allowed" });
+    // Rails checks kas's JWT before anything else.
+    if (!jwt.ok) return reply(401, { message: "KAS JWT authentication invalid" });
+    const fault = this.#faults.shift();
+    if (fault === "hang") {
+      this.#hanging.add(res);
+      return;
+    }
+    if (fault === "malformed-json") return reply(200, "{not json", true);
+    if (typeof fault === "object")
+      return reply(
+        fault.status,
+        fault.body ?? { message: `${fault.status} fault` },
+        typeof fault.body === "string",
+      );
+    const agent = agentToken === undefined ? undefined : this.#agents.get(agentToken);
+    if (agent === undefined) return reply(401, { message: "401 Unauthorized" });
+    const refusal = this.#refusals.get(agentToken!);
+    if (refusal === 403) return reply(403, { message: "403 Forbidden" });
+    if (refusal === 404) return reply(404, { message: "404 Agent Not Found" });
+    const body = agentInfoBody(agent);
+    if (fault === "wrong-shape") delete (body as Partial<typeof body>).agent_id;
+    return reply(200, body);
+  }
+
+  async #verifyJwt(header: string | string[] | undefined): Promise<RecordedRequest["jwt"]> {
+    if (typeof header !== "string") return { ok: false, reason: "missing Gitlab-Kas-Api-Request header" };
+    try {
+      const { payload } = await jwtVerify(header, this.#secret, {
+        algorithms: ["HS256"],
+        issuer: "gitlab-kas",
+        audience: "gitlab",
+        requiredClaims: ["exp", "iat"],
+        maxTokenAge: "2m",
+      });
+      return { ok: true, claims: payload };
+    } catch (err) {
+      return { ok: false, reason: (err as Error).message };
+    }
+  }
+}
+
+/** The agent_info body as GitLab's Rails API renders it. */
+export function agentInfoBody(agent: TestAgent) {
+  const projectPath = agent.projectPath ?? `group/project-${agent.projectId}`;
+  return {
+    project_id: agent.projectId,
+    agent_id: agent.agentId,
+    agent_name: agent.agentName,
+    gitaly_info: {
+      address: agent.gitalyAddress ?? "tcp://127.0.0.1:8075",
+      token: agent.gitalyToken ?? "gitaly-secret-token",
+      features: { "gitaly-feature-example": "true" },
+    },
+    gitaly_repository: {
+      storage_name: "default",
+      relative_path: `${projectPath}.git`,
+      gl_repository: `project-${agent.projectId}`,
+      gl_project_path: projectPath,
+    },
+    default_branch: agent.defaultBranch ?? "main",
+  };
+}
