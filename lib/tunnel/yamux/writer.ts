@@ -10,20 +10,20 @@ interface QueuedFrame {
   type: FrameType;
   flags: number;
   streamId: number;
-  /** Payload view for Data frames, not yet copied; otherwise the header's length field. */
+  /** Payload view for Data frames (the caller's bytes, not copied yet). */
   payload: Uint8Array | undefined;
+  /** The header's length field: payload size, window delta, ping opaque or GoAway code. */
   length: number;
-  /** Runs once the payload has been copied out, so the caller may reuse its buffer. */
+  /** Runs once the connection has taken the frame, so the caller may reuse its buffer. */
   done: Done | undefined;
 }
 
 /**
- * Output side of a session. Frames queued in the same tick go out as one write (one WebSocket
- * message), control frames first, so pings and window updates never wait behind bulk data.
- * Each payload is copied exactly once, into that write; the writer of a payload is told (`done`)
- * only then, which also holds producers back while the connection is congested. Data queues up
- * to `highWater` bytes before writers are asked to wait (`waitWritable`); control frames are small
- * and always accepted.
+ * Output side of a session. Control frames go first, so pings and window updates never wait
+ * behind bulk data. Frames queued in one tick go out together (see #schedule and #write). The
+ * writer of a payload is told (`done`) once the connection has taken it, which also holds
+ * producers back while the connection is congested. Data queues up to `highWater` bytes before
+ * writers are asked to wait (`waitWritable`); control frames are small and always accepted.
  */
 export class FrameWriter {
   readonly #conn: Duplex;
@@ -99,53 +99,25 @@ export class FrameWriter {
 
   /**
    * Headers and small payloads are copied together into one buffer; large payloads go out as they
-   * are, without a copy, and their writers are told only once the connection has taken the bytes
-   * (its write callback), so nobody reuses a buffer the transport still reads.
+   * are, without a copy. Their writers are told once the connection has taken the bytes (its write
+   * callback), so nobody reuses a buffer the transport still reads.
    */
   #write(frames: QueuedFrame[]): void {
-    if (frames.length === 1 && (frames[0]!.payload?.length ?? 0) < ZERO_COPY_MIN) {
-      // The common small case (a ping, a window update, one short message): one buffer, one write.
-      const f = frames[0]!;
-      const buf = Buffer.allocUnsafe(HEADER_SIZE + (f.payload?.length ?? 0));
-      writeHeader(buf, 0, f.type, f.flags, f.streamId, f.length);
-      if (f.payload) buf.set(f.payload, HEADER_SIZE);
-      if (!this.#conn.write(buf, f.done)) this.#congested = true;
-      return;
-    }
     const parts: Buffer[] = [];
     const dones: Done[] = [];
-    let small: QueuedFrame[] = [];
-    const flushSmall = () => {
-      if (small.length === 0) return;
-      let n = 0;
-      for (const f of small) n += HEADER_SIZE + (f.payload?.length ?? 0);
-      const buf = Buffer.allocUnsafe(n);
-      let off = 0;
-      for (const f of small) {
-        writeHeader(buf, off, f.type, f.flags, f.streamId, f.length);
-        off += HEADER_SIZE;
-        if (f.payload) {
-          buf.set(f.payload, off);
-          off += f.payload.length;
-        }
-      }
-      parts.push(buf);
-      small = [];
-    };
+    let run: QueuedFrame[] = [];
     for (const f of frames) {
       if (f.done) dones.push(f.done);
-      if (f.payload === undefined || f.payload.length < ZERO_COPY_MIN) {
-        small.push(f);
-        continue;
+      run.push(f);
+      if (f.payload && f.payload.length >= ZERO_COPY_MIN) {
+        parts.push(pack(run, true), Buffer.from(f.payload.buffer, f.payload.byteOffset, f.payload.length));
+        run = [];
       }
-      small.push({ ...f, payload: undefined });
-      flushSmall();
-      parts.push(Buffer.from(f.payload.buffer, f.payload.byteOffset, f.payload.length));
     }
-    flushSmall();
-    const notify =
-      dones.length === 0
-        ? undefined
+    if (run.length > 0) parts.push(pack(run, false));
+    const done =
+      dones.length <= 1
+        ? dones[0]
         : (err?: Error | null) => {
             for (const d of dones) d(err);
           };
@@ -153,7 +125,7 @@ export class FrameWriter {
     if (parts.length > 1) conn.cork();
     let ok = true;
     for (let i = 0; i < parts.length; i++)
-      ok = conn.write(parts[i], i === parts.length - 1 ? notify : undefined);
+      ok = conn.write(parts[i], i === parts.length - 1 ? done : undefined);
     if (parts.length > 1) conn.uncork();
     if (!ok) this.#congested = true;
   }
@@ -203,4 +175,25 @@ export class FrameWriter {
       for (const fn of waiters) fn();
     }
   }
+}
+
+/** Headers and payloads of `frames` in one buffer; with `headerOnlyLast`, the last one's payload is left out. */
+function pack(frames: QueuedFrame[], headerOnlyLast: boolean): Buffer {
+  const last = frames.length - 1;
+  let size = 0;
+  for (let i = 0; i <= last; i++) {
+    size += HEADER_SIZE + (headerOnlyLast && i === last ? 0 : (frames[i]!.payload?.length ?? 0));
+  }
+  const buf = Buffer.allocUnsafe(size);
+  let off = 0;
+  for (let i = 0; i <= last; i++) {
+    const f = frames[i]!;
+    writeHeader(buf, off, f.type, f.flags, f.streamId, f.length);
+    off += HEADER_SIZE;
+    if (f.payload && !(headerOnlyLast && i === last)) {
+      buf.set(f.payload, off);
+      off += f.payload.length;
+    }
+  }
+  return buf;
 }
