@@ -6,6 +6,7 @@ import type { Duplex, Readable } from "node:stream";
 import { Agent, buildConnector, type Dispatcher } from "undici";
 import { type HttpStreamServer, serveHttp, TunnelDispatcher } from "../../../lib/tunnel/http/index.ts";
 import { Session } from "../../../lib/tunnel/yamux/index.ts";
+import { socketPair } from "../../support/loopback.ts";
 
 /** Connections seen from one side: how many are open now, at most, and in total. */
 export class Connections {
@@ -166,18 +167,7 @@ export const rigs = [
   ["direct", directRig],
 ] as const;
 
-/** A connected pair of loopback TCP sockets. */
-export async function socketPair(): Promise<[net.Socket, net.Socket]> {
-  const server = net.createServer();
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const { port } = server.address() as net.AddressInfo;
-  const accepted = once(server, "connection") as Promise<[net.Socket]>;
-  const socket = net.connect(port, "127.0.0.1");
-  const [[other]] = await Promise.all([accepted, once(socket, "connect")]);
-  server.close();
-  return [socket, other];
-}
+export { socketPair };
 
 export async function sha256Of(
   readable: AsyncIterable<Uint8Array> | Readable,

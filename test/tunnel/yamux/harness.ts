@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import { once } from "node:events";
-import net from "node:net";
+import type net from "node:net";
 import type { Duplex, Readable } from "node:stream";
 import {
   encodeHeader,
@@ -12,46 +12,9 @@ import {
   type SessionOptions,
 } from "../../../lib/tunnel/yamux/index.ts";
 
-/** A connected pair of loopback TCP sockets. */
-export async function socketPair(): Promise<[net.Socket, net.Socket]> {
-  const server = net.createServer();
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const { port } = server.address() as net.AddressInfo;
-  const accepted = once(server, "connection") as Promise<[net.Socket]>;
-  const client = net.connect(port, "127.0.0.1");
-  const [[serverSide]] = await Promise.all([accepted, once(client, "connect")]);
-  server.close();
-  client.setNoDelay(true);
-  serverSide.setNoDelay(true);
-  return [client, serverSide];
-}
+import { socketPair } from "../../support/loopback.ts";
 
-export interface SessionPair {
-  client: Session;
-  server: Session;
-  sockets: [net.Socket, net.Socket];
-  close(): void;
-}
-
-/** Two yamux sessions talking over loopback TCP. Keepalive is off unless asked for. */
-export async function sessionPair(
-  opts: Partial<SessionOptions> = {},
-  serverOpts: Partial<SessionOptions> = {},
-) {
-  const sockets = await socketPair();
-  const client = new Session(sockets[0], { keepAliveIntervalMs: 0, ...opts, client: true });
-  const server = new Session(sockets[1], { keepAliveIntervalMs: 0, ...opts, ...serverOpts, client: false });
-  return {
-    client,
-    server,
-    sockets,
-    close() {
-      client.close();
-      server.close();
-    },
-  } satisfies SessionPair;
-}
+export { type SessionPair, sessionPair, socketPair } from "../../support/loopback.ts";
 
 /** Echoes every inbound stream back, half-closing when the peer half-closes. */
 export function echo(session: Session): void {

@@ -1,0 +1,44 @@
+import { once } from "node:events";
+import net from "node:net";
+import { Session, type SessionOptions } from "../../lib/tunnel/yamux/index.ts";
+
+/** A connected pair of loopback TCP sockets, Nagle off. */
+export async function socketPair(): Promise<[net.Socket, net.Socket]> {
+  const server = net.createServer();
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const { port } = server.address() as net.AddressInfo;
+  const accepted = once(server, "connection") as Promise<[net.Socket]>;
+  const client = net.connect(port, "127.0.0.1");
+  const [[serverSide]] = await Promise.all([accepted, once(client, "connect")]);
+  server.close();
+  client.setNoDelay(true);
+  serverSide.setNoDelay(true);
+  return [client, serverSide];
+}
+
+export interface SessionPair {
+  client: Session;
+  server: Session;
+  sockets: [net.Socket, net.Socket];
+  close(): void;
+}
+
+/** Two yamux sessions over loopback TCP. Keepalive is off unless asked for. */
+export async function sessionPair(
+  opts: Partial<SessionOptions> = {},
+  serverOpts: Partial<SessionOptions> = {},
+): Promise<SessionPair> {
+  const sockets = await socketPair();
+  const client = new Session(sockets[0], { keepAliveIntervalMs: 0, ...opts, client: true });
+  const server = new Session(sockets[1], { keepAliveIntervalMs: 0, ...opts, ...serverOpts, client: false });
+  return {
+    client,
+    server,
+    sockets,
+    close() {
+      client.close();
+      server.close();
+    },
+  };
+}
