@@ -2,8 +2,8 @@ import { once } from "node:events";
 import net from "node:net";
 import { Session, type SessionOptions } from "../../lib/tunnel/yamux/index.ts";
 
-/** A connected pair of loopback TCP sockets, Nagle off. */
-export async function socketPair(): Promise<[net.Socket, net.Socket]> {
+/** A connected pair of loopback TCP sockets; Nagle off unless `noDelay` is false. */
+export async function socketPair({ noDelay = true } = {}): Promise<[net.Socket, net.Socket]> {
   const server = net.createServer();
   server.listen(0, "127.0.0.1");
   await once(server, "listening");
@@ -12,8 +12,8 @@ export async function socketPair(): Promise<[net.Socket, net.Socket]> {
   const client = net.connect(port, "127.0.0.1");
   const [[serverSide]] = await Promise.all([accepted, once(client, "connect")]);
   server.close();
-  client.setNoDelay(true);
-  serverSide.setNoDelay(true);
+  client.setNoDelay(noDelay);
+  serverSide.setNoDelay(noDelay);
   return [client, serverSide];
 }
 

@@ -51,8 +51,9 @@ test("the cap spans origins: an idle stream of one origin is closed for a reques
   expect(performance.now() - started).toBeLessThan(3000);
   expect(rig.client.all.filter((s) => s.closed)).toHaveLength(1);
   expect(rig.origins).toEqual(["http://a.test", "http://a.test", "http://b.test"]);
+  // The cap is the client's: the server may still count the evicted stream for a moment, since its
+  // close event follows the reset asynchronously.
   expect(rig.client.peak).toBe(2);
-  expect(rig.accepted.peak).toBeLessThanOrEqual(2);
   expect(await get("http://a.test")).toBe("ok");
   expect(rig.client.peak).toBe(2);
 });

@@ -67,7 +67,13 @@ describe.each(rigs)("connection lifecycle, %s", (kind, makeRig) => {
       "both ends of the connection closing",
       Promise.all([...rig.client.all, ...rig.accepted.all].map(closed)),
     );
-    if (kind === "tunnel") expect(rig.accepted.errors.map((e) => e.code)).toEqual(["ECONNRESET"]);
+    if (kind === "tunnel") {
+      // The upload's stream was reset. (undici may have opened a spare connection that it resets
+      // too, depending on timing, so the count is not fixed.)
+      const codes = rig.accepted.errors.map((e) => e.code);
+      expect(codes.length).toBeGreaterThanOrEqual(1);
+      expect(new Set(codes)).toEqual(new Set(["ECONNRESET"]));
+    }
   });
 
   test("aborting a download resets the connection; the server's response closes unfinished", async () => {
