@@ -1,0 +1,193 @@
+// npm run bench:rpc [-- --json] [-- --requests 5000 --concurrency 64 --grpc-calls 1500 --trials 9]
+// kas reaching an in-cluster service through agentk's tunnel, against reaching it directly.
+// This process plays kas: it serves tunnels and opens streams toward the agent. The agent is a
+// second process (agent.ts) that dials in and feeds the streams to a node:http server and a
+// grpc-js server, which it also serves on loopback TCP for the direct path. Measures, in one run:
+// HTTP GET at N concurrent requests (requests/s, p50, p99) and sequential gRPC unary calls (p50, p99).
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import os from "node:os";
+import { createInterface } from "node:readline";
+import { parseArgs } from "node:util";
+import * as grpc from "@grpc/grpc-js";
+import { Agent, type Dispatcher } from "undici";
+import {
+  createTunnelChannel,
+  Kind,
+  openWithHeader,
+  serveTunnels,
+  TunnelDispatcher,
+  type TunnelSession,
+} from "../../lib/tunnel/index.ts";
+import { GreeterServiceClient } from "../../proto/gen/example/v1/greeter.ts";
+import { markdownTable, percentile, round } from "../lib/stats.ts";
+import { grpcUnary, httpLoad } from "./load.ts";
+import type { AgentPorts } from "./protocol.ts";
+
+const { values: args } = parseArgs({
+  options: {
+    json: { type: "boolean", default: false },
+    requests: { type: "string", default: "5000" },
+    concurrency: { type: "string", default: "64" },
+    "grpc-calls": { type: "string", default: "1500" },
+    trials: { type: "string", default: "9" },
+  },
+});
+const REQUESTS = Number(args.requests);
+const CONCURRENCY = Number(args.concurrency);
+const GRPC_CALLS = Number(args["grpc-calls"]);
+const TRIALS = Number(args.trials);
+const log = (s: string) => {
+  if (!args.json) process.stderr.write(`${s}\n`);
+};
+
+// ---- the tunnel: the agent process dials in, this side opens streams ----
+let sessionUp!: (s: TunnelSession) => void;
+const session = new Promise<TunnelSession>((resolve) => {
+  sessionUp = resolve;
+});
+const tunnels = await serveTunnels({ host: "127.0.0.1", onSession: (s) => sessionUp(s) });
+
+let finished = false;
+// `node --cpu-prof --cpu-prof-dir=DIR --import tsx bench/rpc/main.ts` profiles the agent as well.
+const profiling = process.execArgv.filter((a) => a.startsWith("--cpu-prof"));
+const child = spawn(
+  process.execPath,
+  [...profiling, "--import", "tsx", new URL("./agent.ts", import.meta.url).pathname, tunnels.url],
+  { stdio: ["pipe", "pipe", "inherit"] },
+);
+child.once("exit", (code, signal) => {
+  if (finished) return;
+  process.stderr.write(`agent process exited early (code ${code}, signal ${signal})\n`);
+  process.exit(1);
+});
+const [line] = (await once(createInterface({ input: child.stdout! }), "line")) as [string];
+const ports = JSON.parse(line) as AgentPorts;
+const tunnel = await session;
+
+// ---- the clients: each path gets the same kind of client, only its connections differ ----
+type Path = "direct" | "tunnel";
+const paths: Path[] = ["direct", "tunnel"];
+const ORIGIN: Record<Path, string> = {
+  direct: `http://127.0.0.1:${ports.http}`,
+  // Routing information for the agent; the stream itself carries plain HTTP/1.1.
+  tunnel: "http://in-cluster-service",
+};
+const KEEP_ALIVE_MS = 30_000; // connections live through the whole run on both paths
+const http: Record<Path, Dispatcher> = {
+  direct: new Agent({
+    connections: CONCURRENCY,
+    keepAliveTimeout: KEEP_ALIVE_MS,
+    keepAliveMaxTimeout: KEEP_ALIVE_MS,
+  }),
+  tunnel: new TunnelDispatcher(
+    (origin, { signal }) =>
+      openWithHeader(
+        () => tunnel.open(),
+        { kind: Kind.KIND_HTTP, service: new URL(origin).host },
+        { signal },
+      ),
+    { maxStreams: CONCURRENCY, idleTimeoutMs: KEEP_ALIVE_MS },
+  ),
+};
+const insecure = grpc.credentials.createInsecure();
+const greeter: Record<Path, GreeterServiceClient> = {
+  direct: new GreeterServiceClient(`127.0.0.1:${ports.grpc}`, insecure, { "grpc.enable_http_proxy": 0 }),
+  tunnel: new GreeterServiceClient("tunnel", insecure, {
+    channelOverride: createTunnelChannel((signal) =>
+      openWithHeader(
+        () => tunnel.open(),
+        { kind: Kind.KIND_GRPC, service: "example.v1.GreeterService" },
+        { signal },
+      ),
+    ),
+  }),
+};
+
+// ---- measurement ----
+log("warming up…");
+for (const p of paths) {
+  await httpLoad(http[p], ORIGIN[p], Math.min(REQUESTS, 2000), CONCURRENCY);
+  await grpcUnary(greeter[p], Math.min(GRPC_CALLS, 1000));
+}
+// Trials are short and many, each running the paths back to back in alternating order, so that a
+// noisy neighbour on a shared machine hurts both alike. Requests/s is the median over trials;
+// percentiles pool every sample.
+const rps: Record<Path, number[]> = { direct: [], tunnel: [] };
+const httpMs: Record<Path, number[]> = { direct: [], tunnel: [] };
+const grpcUs: Record<Path, number[]> = { direct: [], tunnel: [] };
+for (let t = 0; t < TRIALS; t++) {
+  const order = t % 2 === 0 ? paths : [...paths].reverse();
+  for (const p of order) {
+    const run = await httpLoad(http[p], ORIGIN[p], REQUESTS, CONCURRENCY);
+    rps[p].push(run.requestsPerSec);
+    httpMs[p].push(...run.latenciesMs);
+  }
+  for (const p of order) grpcUs[p].push(...(await grpcUnary(greeter[p], GRPC_CALLS)));
+  log(
+    `trial ${t + 1}/${TRIALS}: HTTP req/s direct ${Math.round(rps.direct[t]!)}, tunnel ${Math.round(rps.tunnel[t]!)}`,
+  );
+}
+
+// ---- teardown: clients, then the agent, then the tunnel server; nothing may keep us alive ----
+finished = true;
+for (const p of paths) {
+  greeter[p].close();
+  await http[p].close();
+}
+child.stdin!.end();
+await once(child, "exit");
+await tunnels.close(1000);
+
+// ---- report ----
+type Pair = Record<Path, number>;
+const stat = (pick: (p: Path) => number, digits: number): Pair => ({
+  direct: round(pick("direct"), digits),
+  tunnel: round(pick("tunnel"), digits),
+});
+const result = {
+  http_rps: stat((p) => percentile(rps[p], 50), 0),
+  http_p50_ms: stat((p) => percentile(httpMs[p], 50), 2),
+  http_p99_ms: stat((p) => percentile(httpMs[p], 99), 2),
+  grpc_unary_p50_us: stat((p) => percentile(grpcUs[p], 50), 1),
+  grpc_unary_p99_us: stat((p) => percentile(grpcUs[p], 99), 1),
+};
+const ratio = (o: Pair) => round(o.tunnel / o.direct, 2);
+// Judged on the unrounded figures.
+const targets = {
+  http_rps: percentile(rps.tunnel, 50) >= 0.6 * percentile(rps.direct, 50),
+  grpc_unary_p50_us: percentile(grpcUs.tunnel, 50) <= 2 * percentile(grpcUs.direct, 50),
+};
+
+if (args.json) {
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+} else {
+  const row = (name: string, o: Pair, target: string) => [name, o.direct, o.tunnel, `${ratio(o)}x`, target];
+  const met = (ok: boolean) => (ok ? "met" : "MISSED");
+  console.log(
+    markdownTable(
+      ["metric", "direct", "tunnel", "tunnel/direct", "target"],
+      [
+        row(
+          `HTTP GET requests/s (${CONCURRENCY} concurrent)`,
+          result.http_rps,
+          `>= 0.6x (${met(targets.http_rps)})`,
+        ),
+        row("HTTP GET p50 ms", result.http_p50_ms, "-"),
+        row("HTTP GET p99 ms", result.http_p99_ms, "-"),
+        row("gRPC unary p50 µs", result.grpc_unary_p50_us, `<= 2x (${met(targets.grpc_unary_p50_us)})`),
+        row("gRPC unary p99 µs", result.grpc_unary_p99_us, "-"),
+      ],
+    ),
+  );
+  console.log(
+    `\n${TRIALS} interleaved trials, each: ${REQUESTS} HTTP GETs (${CONCURRENCY} concurrent, 65 B JSON body) and ` +
+      `${GRPC_CALLS} sequential gRPC calls per path; requests/s is the median of trials, ` +
+      `percentiles pool all samples; node ${process.version}, ${os.cpus().length} cores, loopback`,
+  );
+  // Each trial runs both paths back to back: its ratio is the least disturbed by the neighbours.
+  const paired = rps.tunnel.map((r, i) => r / rps.direct[i]!);
+  console.log(
+    `median of the per-trial HTTP requests/s ratios (tunnel/direct): ${round(percentile(paired, 50), 2)}x`,
+  );
+}

@@ -1,0 +1,7 @@
+/** What the agent process prints, as one JSON line, once its tunnel is up. */
+export interface AgentPorts {
+  /** The node:http server, directly. */
+  http: number;
+  /** The grpc-js server, directly. */
+  grpc: number;
+}
