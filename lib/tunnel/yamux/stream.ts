@@ -208,17 +208,19 @@ export class YamuxStream extends Duplex {
         return;
       }
       const n = Math.min(chunk.length - job.offset, this.#sendWindow, host.maxFrameSize);
-      const last = job.index === job.lastIndex && job.offset + n === chunk.length;
-      // The write completes once the connection has taken its last frame, not before: the caller
-      // may reuse its buffers then, and a congested connection holds the producer back.
-      host.sendData(this.id, chunk.subarray(job.offset, job.offset + n), last ? job.callback : undefined);
+      const payload = chunk.subarray(job.offset, job.offset + n);
       job.offset += n;
       this.#sendWindow -= n;
       this.bytesSent += n;
-      if (last) {
+      if (job.index === job.lastIndex && job.offset === chunk.length) {
+        // The write completes once its last frame is copied or taken by the connection, not
+        // before: the caller may reuse its buffers then. The callback may start the next write
+        // at once (Node flushes buffered writes from it), so this job is finished first.
         this.#job = null;
+        host.sendData(this.id, payload, job.callback);
         return;
       }
+      host.sendData(this.id, payload);
     }
     // Nothing but empty chunks: no frame carries the callback.
     this.#job = null;

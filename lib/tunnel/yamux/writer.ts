@@ -14,7 +14,7 @@ interface QueuedFrame {
   payload: Uint8Array | undefined;
   /** The header's length field: payload size, window delta, ping opaque or GoAway code. */
   length: number;
-  /** Runs once the connection has taken the frame, so the caller may reuse its buffer. */
+  /** Runs once the caller may reuse its buffer (copied, or taken by the connection). */
   done: Done | undefined;
 }
 
@@ -98,36 +98,34 @@ export class FrameWriter {
   }
 
   /**
-   * Headers and small payloads are copied together into one buffer; large payloads go out as they
-   * are, without a copy. Their writers are told once the connection has taken the bytes (its write
-   * callback), so nobody reuses a buffer the transport still reads.
+   * Headers and small payloads are copied together into one buffer, and their writers are told at
+   * once. Large payloads go out as they are, without a copy; their writers are told once the
+   * connection has taken the bytes (its write callback), so nobody reuses a buffer still being read.
    */
   #write(frames: QueuedFrame[]): void {
     const parts: Buffer[] = [];
-    const dones: Done[] = [];
+    const copied: Done[] = [];
+    const referenced: Done[] = [];
     let run: QueuedFrame[] = [];
     for (const f of frames) {
-      if (f.done) dones.push(f.done);
       run.push(f);
       if (f.payload && f.payload.length >= ZERO_COPY_MIN) {
         parts.push(pack(run, true), Buffer.from(f.payload.buffer, f.payload.byteOffset, f.payload.length));
+        if (f.done) referenced.push(f.done);
         run = [];
-      }
+      } else if (f.done) copied.push(f.done);
     }
     if (run.length > 0) parts.push(pack(run, false));
-    const done =
-      dones.length <= 1
-        ? dones[0]
-        : (err?: Error | null) => {
-            for (const d of dones) d(err);
-          };
     const conn = this.#conn;
     if (parts.length > 1) conn.cork();
     let ok = true;
-    for (let i = 0; i < parts.length; i++)
-      ok = conn.write(parts[i], i === parts.length - 1 ? done : undefined);
+    for (let i = 0; i < parts.length; i++) {
+      ok = conn.write(parts[i], i === parts.length - 1 ? callAll(referenced) : undefined);
+    }
     if (parts.length > 1) conn.uncork();
     if (!ok) this.#congested = true;
+    // Copied payloads are no longer needed: their writers may go on at once.
+    for (const d of copied) d();
   }
 
   /**
@@ -196,4 +194,11 @@ function pack(frames: QueuedFrame[], headerOnlyLast: boolean): Buffer {
     }
   }
   return buf;
+}
+
+function callAll(dones: Done[]): Done | undefined {
+  if (dones.length <= 1) return dones[0];
+  return (err) => {
+    for (const d of dones) d(err);
+  };
 }
