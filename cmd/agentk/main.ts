@@ -3,6 +3,7 @@
 import { realpathSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 import { ConfigError } from "../kas/config/errors.ts";
+import { createAgent } from "./agent.ts";
 import { type AgentkConfig, agentkHelp, loadAgentkConfig } from "./config/index.ts";
 import {
   createAgentkMetrics,
@@ -10,6 +11,9 @@ import {
   ReadinessChecks,
   serveObservability,
 } from "./observability/index.ts";
+
+/** How long in-flight streams (a watch, an exec session) may run on after SIGTERM. */
+const SHUTDOWN_GRACE_MS = 10_000;
 
 /** Exit codes: 0 done, 1 failed while running, 2 bad usage or configuration. */
 export async function main(argv: readonly string[]): Promise<number> {
@@ -31,6 +35,10 @@ export async function main(argv: readonly string[]): Promise<number> {
   const metrics = createAgentkMetrics();
   const readiness = new ReadinessChecks();
   const cleanup: (() => Promise<void>)[] = [];
+  // Listening from the start: a SIGTERM while starting up still ends in a clean shutdown.
+  const signalled = new Promise<NodeJS.Signals>((resolve) => {
+    for (const s of ["SIGTERM", "SIGINT"] as const) process.once(s, () => resolve(s));
+  });
   try {
     const observability = await serveObservability({
       listen: config.observability.listen,
@@ -48,18 +56,12 @@ export async function main(argv: readonly string[]): Promise<number> {
       },
       "agentk starting",
     );
-    // ─── TUNNEL: wired here by the lead ───────────────────────────────────────────────────────
-    // new TunnelClient({ url: config.kasAddress, dial: { headers: { ...config.kasHeaders,
-    //   authorization: `Bearer ${config.token.reveal()}` }, caFile: config.caCertFile,
-    //   serverName: config.kasTlsServerName, insecureSkipTlsVerify: config.kasInsecureSkipTlsVerify },
-    //   onStream: dispatcher }) — HTTPS_PROXY/NO_PROXY are honoured by the transport;
-    //   metrics.tunnels.track(session); readiness.add("tunnel", ...) once connected.
-    // Kubernetes API proxy from config.kubernetes; allow-listed services from config.services.
-    // ──────────────────────────────────────────────────────────────────────────────────────────
+    const agent = await createAgent(config, { log, metrics, readiness });
+    // Registered before start: on SIGTERM kas gets GoAway and in-flight streams their grace period.
+    cleanup.push(() => agent.stop(SHUTDOWN_GRACE_MS));
+    agent.start();
 
-    const signal = await new Promise<NodeJS.Signals>((resolve) => {
-      for (const s of ["SIGTERM", "SIGINT"] as const) process.once(s, () => resolve(s));
-    });
+    const signal = await signalled;
     log.info({ signal }, "shutting down");
     return 0;
   } catch (err) {

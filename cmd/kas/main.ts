@@ -1,15 +1,10 @@
 #!/usr/bin/env -S npx tsx
-// kas, the agent server. This file composes the modules; each lives in its own folder.
+// kas, the agent server, as a process: arguments, configuration, signals. server.ts composes the modules.
 import { realpathSync } from "node:fs";
 import { pathToFileURL } from "node:url";
-import { createAgentAuthenticate, createAuthenticatorFromConfig } from "./auth/index.ts";
 import { ConfigError, kasHelp, loadKasConfig, parseKasArgs, readKasSecrets } from "./config/index.ts";
-import {
-  createKasMetrics,
-  createLogger,
-  ReadinessChecks,
-  serveObservability,
-} from "./observability/index.ts";
+import { createLogger } from "./observability/index.ts";
+import { createKasServer } from "./server.ts";
 
 /** Exit codes: 0 done, 1 failed while running, 2 bad usage or configuration. */
 export async function main(argv: readonly string[]): Promise<number> {
@@ -35,52 +30,22 @@ export async function main(argv: readonly string[]): Promise<number> {
   }
 
   const log = createLogger({ level: config.observability.logging.level, name: "kas" });
-  const metrics = createKasMetrics();
-  const readiness = new ReadinessChecks();
-  const cleanup: (() => Promise<void>)[] = [];
+  const kas = createKasServer({ config, secrets, log });
+  const signalled = shutdownSignal(); // a signal during start still stops kas gracefully
   try {
-    const authenticator = await createAuthenticatorFromConfig(config, secrets, log);
-    cleanup.push(() => authenticator.close());
-    const observability = await serveObservability({
-      listen: config.observability.listen.address,
-      registry: metrics.registry,
-      readiness,
-      paths: {
-        metrics: config.observability.prometheus.urlPath,
-        liveness: config.observability.livenessProbe.urlPath,
-        readiness: config.observability.readinessProbe.urlPath,
-      },
-      log,
-    });
-    cleanup.push(() => observability.close());
-    log.info({ url: observability.url }, "observability listening");
-
-    const authenticate = createAgentAuthenticate({
-      authenticator,
-      log,
-      onResult: (result) => metrics.agentAuth.inc({ result }),
-    });
-    // ─── LISTENERS AND ROUTER: wired here by the lead once lib/router lands ───────────────────
-    // - agent listener (config.agent.listen): serveTunnels({ host, port, authenticate,
-    //   handshakeTimeoutMs: config.agent.listen.handshakeTimeoutMs, onSession(s) {
-    //   metrics.tunnels.track(s, s.identity.agentId); router.register(s) } }); TLS from
-    //   certificateFile/keyFile; drain tunnels older than maxConnectionAgeMs.
-    // - router (Redis at config.redis, advertising config.privateApi.ownUrl):
-    //   readiness.add("redis", ...).
-    // - private API (config.privateApi.listen, secrets.privateApiSecret), API for GitLab
-    //   (config.api.listen, secrets.apiSecret), Kubernetes API proxy (config.agent.kubernetesApi).
-    // - request durations: metrics.requests.start(route) in each front.
-    void authenticate;
-    // ──────────────────────────────────────────────────────────────────────────────────────────
-
-    const signal = await shutdownSignal();
-    log.info({ signal }, "shutting down");
+    const addresses = await kas.start();
+    // Tests and operators read the bound addresses from this line.
+    log.info({ addresses, redis: config.redis.server.address !== undefined }, "kas listening");
+    const signal = await signalled;
+    log.info({ signal, graceMs: config.shutdownGracePeriodMs }, "shutting down");
+    await kas.stop();
+    log.info({}, "stopped");
     return 0;
   } catch (err) {
     log.fatal({ err }, "kas failed");
+    await kas.stop({ graceMs: 0 }).catch(() => {});
     return 1;
   } finally {
-    for (const close of cleanup.reverse()) await close().catch(() => {});
     await new Promise<void>((resolve) => log.flush(() => resolve()));
   }
 }

@@ -18,8 +18,8 @@ export const DEFAULT_DIAL_TIMEOUT_MS = 10_000;
 export interface RouterOptions {
   /** Unique per replica. Default: a random UUID. */
   replicaId?: string;
-  /** The private API other replicas forward streams to. */
-  privateApi: {
+  /** The private API other replicas forward streams to. Required with `redis`. */
+  privateApi?: {
     host?: string;
     /** Default 0 (ephemeral). kas uses 8155. */
     port?: number;
@@ -32,7 +32,11 @@ export interface RouterOptions {
     dial?: Omit<DialOptions, "headers" | "signal">;
     tunnel?: TunnelOptions;
   };
-  redis: RedisConnectionOptions &
+  /**
+   * Where the replicas register their agents. Without it the router is single-replica: local
+   * tunnels only, no private API, and `dial` waits for a local tunnel until the deadline.
+   */
+  redis?: RedisConnectionOptions &
     Pick<
       RedisRegistryOptions,
       "keyPrefix" | "livenessTtlMs" | "livenessRefreshMs" | "agentTtlMs" | "agentRefreshMs"
@@ -60,22 +64,29 @@ export class Router {
   readonly replicaId: string;
   readonly local = new LocalRegistry();
   readonly #opts: RouterOptions;
-  readonly #auth: PeerAuth;
+  readonly #auth: PeerAuth | undefined;
   readonly #waiters = new Waiters<Wake>();
   #pool: PeerPool | undefined;
   #server: TunnelServer<PeerIdentity> | undefined;
   #cluster: RedisRegistry | undefined;
+  #started = false;
 
   constructor(options: RouterOptions) {
+    if (options.redis && !options.privateApi) throw new TypeError("router: redis needs privateApi");
     this.#opts = options;
     this.replicaId = options.replicaId ?? randomUUID();
-    this.#auth = new PeerAuth(options.privateApi.auth);
+    this.#auth = options.redis && options.privateApi ? new PeerAuth(options.privateApi.auth) : undefined;
+  }
+
+  /** False in single-replica mode (no `redis`): no private API, local tunnels only. */
+  get clustered(): boolean {
+    return this.#auth !== undefined;
   }
 
   /** The private API's URL, as peers dial it. */
   get privateUrl(): string {
-    if (!this.#server) throw new Error("router not started");
-    return this.#opts.privateApi.advertiseUrl ?? this.#server.url;
+    if (!this.#server) throw new Error(this.clustered ? "router not started" : "router is single-replica");
+    return this.#opts.privateApi?.advertiseUrl ?? this.#server.url;
   }
 
   /** Peer replicas this one has a private tunnel to (or is dialing). */
@@ -85,32 +96,41 @@ export class Router {
 
   /** The cluster registry (for health checks and metrics). */
   get cluster(): RedisRegistry {
-    return this.#started().cluster;
+    const { cluster } = this.#parts();
+    if (!cluster) throw new Error("router is single-replica: no cluster registry");
+    return cluster;
   }
 
   /** Starts the private API and connects to Redis (not waiting for Redis to be up). */
   async start(): Promise<this> {
     const api = this.#opts.privateApi;
+    const { redis } = this.#opts;
+    const auth = this.#auth;
+    if (!redis || !api || !auth) {
+      this.local.on("available", (agentId) => this.#waiters.notify(agentId, { local: true }));
+      this.#started = true;
+      return this;
+    }
     this.#server = await servePeers({
       host: api.host,
       port: api.port,
       tls: api.tls,
       tunnel: api.tunnel,
-      auth: this.#auth,
+      auth,
       local: this.local,
       replicaId: this.replicaId,
     });
     this.#pool = new PeerPool({
-      token: () => this.#auth.sign(this.replicaId),
+      token: () => auth.sign(this.replicaId),
       dial: api.dial,
       tunnel: api.tunnel,
     });
-    const { commands, subscriber } = await createRedisClients(this.#opts.redis).catch(async (err) => {
+    const { commands, subscriber } = await createRedisClients(redis).catch(async (err) => {
       await this.#server?.close(0); // e.g. an unreadable password file: do not leave the port open
       throw err;
     });
     const cluster = new RedisRegistry({
-      ...this.#opts.redis,
+      ...redis,
       commands,
       subscriber,
       replicaId: this.replicaId,
@@ -127,6 +147,7 @@ export class Router {
     });
     this.local.on("unavailable", (agentId) => cluster.release(agentId));
     for (const agentId of this.local.agentIds()) cluster.hold(agentId); // registered before start
+    this.#started = true;
     await cluster.start();
     return this;
   }
@@ -144,7 +165,7 @@ export class Router {
    * or the signal's reason.
    */
   async dial(agentId: string, header: StreamHeaderInit, options: DialRouteOptions = {}): Promise<Duplex> {
-    this.#started();
+    this.#parts();
     const { signal } = options;
     const start = Date.now();
     const deadline =
@@ -186,10 +207,11 @@ export class Router {
     deadline: number,
     signal: AbortSignal | undefined,
   ): Promise<Duplex | undefined> {
-    const { cluster, pool } = this.#started();
+    const { cluster, pool } = this.#parts();
     const timeoutMs = () => Math.max(1, deadline - Date.now());
     const local = await openLocal(this.local, agentId, header, { signal, timeoutMs: timeoutMs() });
     if (local) return local;
+    if (!cluster || !pool) return undefined; // single replica: wait for a local tunnel
     const candidates = announced ? [announced] : await cluster.lookup(agentId);
     let refused: PeerRejectedError | undefined;
     let answered = false;
@@ -242,8 +264,9 @@ export class Router {
     }
   }
 
-  #started(): { server: TunnelServer<PeerIdentity>; pool: PeerPool; cluster: RedisRegistry } {
-    if (!this.#server || !this.#pool || !this.#cluster) throw new Error("router not started");
-    return { server: this.#server, pool: this.#pool, cluster: this.#cluster };
+  /** The clustered parts; all undefined in single-replica mode. Throws before `start`. */
+  #parts(): { pool: PeerPool | undefined; cluster: RedisRegistry | undefined } {
+    if (!this.#started) throw new Error("router not started");
+    return { pool: this.#pool, cluster: this.#cluster };
   }
 }

@@ -1,10 +1,10 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { freePort } from "./support/processes.ts";
 
 const MAIN = join(import.meta.dirname, "../../cmd/agentk/main.ts");
 const TOKEN = "glagent-Mn4bV7cX1zL8kJ5hG2fD9sA0";
@@ -54,13 +54,10 @@ describe("agentk main", () => {
   test("configured: observability on its port, the token never printed; SIGTERM exits 0", async () => {
     const tokenFile = join(dir, "token");
     await writeFile(tokenFile, TOKEN);
-    const probe = createServer().listen(0, "127.0.0.1");
-    await once(probe, "listening");
-    const { port } = probe.address() as { port: number };
-    probe.close();
-    await once(probe, "close");
+    const [port, closedPort] = [await freePort(), await freePort()];
     const child = run(
-      ["--kas-address", "wss://kas.example.com", "--token-file", tokenFile, "--log-level", "trace"],
+      // Nothing listens on that port: agentk keeps retrying, which is all this test needs.
+      ["--kas-address", `ws://127.0.0.1:${closedPort}`, "--token-file", tokenFile, "--log-level", "trace"],
       { AGENTK_OBSERVABILITY_LISTEN_ADDRESS: `127.0.0.1:${port}`, POD_NAME: "agentk-0" },
     );
     try {

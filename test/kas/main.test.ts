@@ -1,10 +1,10 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { portsEnv } from "./support/kas-process.ts";
 
 const MAIN = join(import.meta.dirname, "../../cmd/kas/main.ts");
 let dir: string;
@@ -39,15 +39,6 @@ async function exitCode(child: ChildProcess): Promise<number | null> {
   return code;
 }
 
-async function freePort(): Promise<number> {
-  const server = createServer().listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const { port } = server.address() as { port: number };
-  server.close();
-  await once(server, "close");
-  return port;
-}
-
 describe("kas main", () => {
   test("--help prints usage and exits 0", async () => {
     const child = run(["--help"]);
@@ -69,13 +60,11 @@ describe("kas main", () => {
   test("a good configuration: observability up with probes and metrics; SIGTERM exits 0", async () => {
     const tokens = join(dir, "tokens.yaml");
     await writeFile(tokens, "dev-token: {agentId: 1, projectId: 1, agentName: dev}\n");
-    const port = await freePort();
-    const child = run([], {
-      KAS_AGENT_STATIC_TOKENS_FILE: tokens,
-      KAS_OBSERVABILITY_LISTEN_ADDRESS: `127.0.0.1:${port}`,
-    });
+    const ports = await portsEnv();
+    const port = Number(ports.KAS_OBSERVABILITY_LISTEN_ADDRESS!.split(":")[1]);
+    const child = run([], { ...ports, KAS_AGENT_STATIC_TOKENS_FILE: tokens });
     try {
-      while (!child.out().includes("observability listening")) {
+      while (!child.out().includes("kas listening")) {
         await once(child.stdout!, "data", { signal: AbortSignal.timeout(20_000) });
       }
       const ready = await fetch(`http://127.0.0.1:${port}/readiness`);

@@ -29,7 +29,7 @@ export interface Replica {
 export async function startReplica(
   name: string,
   redis: RedisServer,
-  extra: Partial<RouterOptions["privateApi"]["auth"]> = {},
+  extra: Partial<NonNullable<RouterOptions["privateApi"]>["auth"]> = {},
 ): Promise<Replica> {
   const router = new Router({
     replicaId: name,

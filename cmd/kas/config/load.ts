@@ -123,6 +123,12 @@ function checkCombinations(values: Map<string, unknown>, issues: ConfigIssue[]):
       message: "required when gitlab.address is set",
     });
   }
+  if (has("redis.server.address") && !has("private_api.listen.authentication_secret_file")) {
+    issues.push({
+      field: "private_api.listen.authentication_secret_file",
+      message: "required when redis.server.address is set (kas replicas authenticate each other with it)",
+    });
+  }
   for (const listener of ["agent.listen", "agent.kubernetes_api.listen", "api.listen"]) {
     if (has(`${listener}.certificate_file`) !== has(`${listener}.key_file`)) {
       const missing = has(`${listener}.certificate_file`) ? "key_file" : "certificate_file";

@@ -75,6 +75,12 @@ export const KAS_FIELDS: readonly FieldSpec[] = [
     doc: "Deadline for a WebSocket handshake, authentication included.",
   },
   {
+    path: "agent.dial_timeout",
+    ...duration,
+    default: "5s",
+    doc: "How long a request for an agent waits for its tunnel (on any replica) before failing with 503.",
+  },
+  {
     path: "agent.static_tokens_file",
     ...file,
     doc: "YAML/JSON file of token -> {agentId, projectId, agentName}: authenticates agents without GitLab (development).",
@@ -177,6 +183,12 @@ export const KAS_FIELDS: readonly FieldSpec[] = [
   },
   { path: "redis.dial_timeout", ...duration, default: "5s", doc: "Redis connect timeout." },
   { path: "redis.tls", parse: parseBool, kind: "boolean", default: false, doc: "Connect to Redis over TLS." },
+  {
+    path: "shutdown_grace_period",
+    ...duration,
+    default: "30s",
+    doc: "On SIGTERM: how long in-flight requests and tunnel streams get to finish before they are cut.",
+  },
 ];
 
 /** `KAS_` + the path in upper snake case: agent.listen.address -> KAS_AGENT_LISTEN_ADDRESS. */
@@ -204,6 +216,7 @@ export interface KasConfig {
   };
   agent: {
     listen: ListenConfig & { maxConnectionAgeMs: number; handshakeTimeoutMs: number };
+    dialTimeoutMs: number;
     staticTokensFile?: string;
     infoCacheTtlMs: number;
     infoCacheErrorTtlMs: number;
@@ -226,6 +239,7 @@ export interface KasConfig {
     dialTimeoutMs: number;
     tls: boolean;
   };
+  shutdownGracePeriodMs: number;
 }
 
 /** The TypeScript key for a YAML key: snake_case to camelCase, durations get an `Ms` suffix. */

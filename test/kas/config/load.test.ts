@@ -42,6 +42,7 @@ describe("kas configuration", () => {
           maxConnectionAgeMs: 7_200_000,
           handshakeTimeoutMs: 10_000,
         },
+        dialTimeoutMs: 5000,
         staticTokensFile: "/etc/kas/tokens.yaml",
         infoCacheTtlMs: 300_000,
         infoCacheErrorTtlMs: 60_000,
@@ -58,6 +59,7 @@ describe("kas configuration", () => {
       api: { listen: { address: { host: "127.0.0.1", port: 8153 } } },
       privateApi: { listen: { address: { host: "127.0.0.1", port: 8155 } } },
       redis: { server: {}, keyPrefix: "gitlab-kas", dialTimeoutMs: 5000, tls: false },
+      shutdownGracePeriodMs: 30_000,
     });
   });
 
@@ -86,6 +88,7 @@ redis:
 private_api:
   listen:
     address: "[::]:8155"
+    authentication_secret_file: /etc/kas/private_api_secret
 `,
     );
     const config = await loadKasConfig({ configFile: path, env: {} });
@@ -102,6 +105,15 @@ private_api:
     expect(config.observability.logging.level).toBe("debug");
     expect(config.redis.server.address).toEqual({ host: "redis.internal", port: 6379 });
     expect(config.privateApi.listen.address).toEqual({ host: "::", port: 8155 });
+  });
+
+  test("redis needs the private API secret (replicas authenticate each other)", () => {
+    const lines = issuesOf(() =>
+      buildKasConfig({ ...MINIMAL, redis: { server: { address: "r:6379" } } }, {}),
+    );
+    expect(lines).toContainEqual(
+      expect.stringContaining("private_api.listen.authentication_secret_file: required"),
+    );
   });
 
   test("environment variables override the file", async () => {

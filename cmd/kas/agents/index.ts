@@ -1,0 +1,7 @@
+export {
+  type AgentListener,
+  type AgentListenerOptions,
+  type AgentSession,
+  type ConnectedAgent,
+  serveAgents,
+} from "./listener.ts";

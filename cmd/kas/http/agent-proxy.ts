@@ -1,0 +1,204 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import type { Dispatcher } from "undici";
+import type { Router } from "../../../lib/router/index.ts";
+import { splice } from "../../../lib/router/index.ts";
+import { Kind, TunnelDispatcher } from "../../../lib/tunnel/index.ts";
+
+/** Which agent, and which of its services (`kubernetes`, or an allow-listed name such as `prometheus`). */
+export interface AgentTarget {
+  agentId: string;
+  service: string;
+}
+
+export interface ForwardOptions {
+  /** Path and query string as the agent's service should see them. */
+  path: string;
+  /** Request headers (lowercase) not to pass on, beyond the hop-by-hop ones. */
+  drop?: ReadonlySet<string>;
+  /** Headers to add (after dropping). */
+  add?: Readonly<Record<string, string>>;
+}
+
+export interface AgentHttpProxyOptions {
+  /** How long a request waits for a stream to the agent (tunnel on any replica + its verdict). */
+  dialTimeoutMs: number;
+  /** Streams open at once through this proxy (each request in flight or kept alive holds one). Default 10 000. */
+  maxStreams?: number;
+}
+
+/** Headers that describe one connection, not the request (RFC 9110 7.6.1), plus what undici sets itself. */
+const HOP_BY_HOP = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "proxy-authenticate",
+  "proxy-authorization",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  "expect",
+  "host",
+]);
+
+/** Service names travel in a host name (the dispatcher's origin): DNS labels only. */
+export const SERVICE_NAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+const ORIGIN = /^http:\/\/([a-z0-9-]+)\.(\d+)\.agent\.kas$/;
+
+/**
+ * HTTP to an agent's services over tunnel streams (`router.dial` with kind HTTP), wherever the
+ * agent's tunnel is. Plain requests go through one TunnelDispatcher (streams kept alive and
+ * reused per agent and service); Upgrade requests (exec, attach, port-forward, WebSockets)
+ * get a stream of their own, spliced to the client's connection once the request is written,
+ * so the agent's answer, 101 or an error, reaches the client unchanged.
+ */
+export class AgentHttpProxy {
+  readonly #router: Router;
+  readonly #dialTimeoutMs: number;
+  readonly #dispatcher: TunnelDispatcher;
+
+  constructor(router: Router, options: AgentHttpProxyOptions) {
+    this.#router = router;
+    this.#dialTimeoutMs = options.dialTimeoutMs;
+    this.#dispatcher = new TunnelDispatcher(
+      (origin, { signal }) => {
+        const m = ORIGIN.exec(origin);
+        if (!m) throw new Error(`not an agent origin: ${origin}`);
+        return this.#dial({ service: m[1]!, agentId: m[2]! }, signal);
+      },
+      {
+        maxStreams: options.maxStreams ?? 10_000,
+        // The router's own deadline fires first, with the clearer NoTunnelError.
+        connectTimeoutMs: options.dialTimeoutMs + 1000,
+        // Watches and `logs -f` may be silent for long; the client decides when to give up.
+        bodyTimeout: 0,
+      },
+    );
+  }
+
+  /** Streams held by the dispatcher (in flight or kept alive). */
+  get openStreams(): number {
+    return this.#dispatcher.openStreams;
+  }
+
+  /**
+   * Sends `req` to the target and streams the answer into `res`, both bodies streaming.
+   * Rejects, with nothing written to `res`, when no response headers came from the agent
+   * (see `describeProxyError`); once headers are out, a failure resets `res`.
+   */
+  async forward(
+    target: AgentTarget,
+    req: IncomingMessage,
+    res: ServerResponse,
+    o: ForwardOptions,
+  ): Promise<void> {
+    if (!SERVICE_NAME.test(target.service)) throw new TypeError(`invalid service name ${target.service}`);
+    const abort = new AbortController();
+    const onClose = () => {
+      if (!res.writableFinished) abort.abort(new Error("client went away"));
+    };
+    res.once("close", onClose);
+    const hasBody =
+      req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
+    let upstream: Dispatcher.ResponseData;
+    try {
+      upstream = await this.#dispatcher.request({
+        origin: `http://${hostOf(target)}`,
+        path: o.path,
+        method: (req.method ?? "GET") as "GET",
+        headers: outgoingHeaders(req, o),
+        body: hasBody ? req : null,
+        signal: abort.signal,
+      });
+    } finally {
+      res.off("close", onClose); // from here the pipeline ties the two ends together
+    }
+    const headers: Record<string, string | string[]> = {};
+    for (const [name, value] of Object.entries(upstream.headers)) {
+      if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+    }
+    res.writeHead(upstream.statusCode, headers);
+    res.flushHeaders();
+    await pipeline(upstream.body, res).catch(() => res.destroy());
+  }
+
+  /**
+   * Carries an Upgrade request to the target: a stream of its own, the request head written as
+   * received (minus `drop`, plus `add`), then bytes both ways until either side closes.
+   * Rejects, with nothing written to `socket`, when no stream to the agent could be opened.
+   */
+  async upgrade(
+    target: AgentTarget,
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+    o: ForwardOptions,
+  ): Promise<void> {
+    if (!SERVICE_NAME.test(target.service)) throw new TypeError(`invalid service name ${target.service}`);
+    const abort = new AbortController();
+    const onClose = () => abort.abort(new Error("client went away"));
+    socket.once("close", onClose);
+    let stream: Duplex;
+    try {
+      stream = await this.#dial(target, abort.signal);
+    } finally {
+      socket.off("close", onClose);
+    }
+    const drop = new Set([...HOP_BY_HOP, ...(o.drop ?? [])]);
+    drop.delete("connection");
+    drop.delete("upgrade");
+    const lines = [`${req.method} ${o.path} HTTP/1.1`, `host: ${hostOf(target)}`];
+    for (let i = 0; i < req.rawHeaders.length; i += 2) {
+      const name = req.rawHeaders[i]!;
+      if (!drop.has(name.toLowerCase())) lines.push(`${name}: ${req.rawHeaders[i + 1]}`);
+    }
+    for (const [name, value] of Object.entries(o.add ?? {})) lines.push(`${name}: ${value}`);
+    stream.write(`${lines.join("\r\n")}\r\n\r\n`);
+    if (head.length > 0) stream.write(head);
+    await splice(socket, stream);
+  }
+
+  /** Lets requests in flight finish, closes kept-alive streams. */
+  close(): Promise<void> {
+    return this.#dispatcher.close();
+  }
+
+  /** Cuts everything at once. */
+  destroy(): Promise<void> {
+    return this.#dispatcher.destroy();
+  }
+
+  #dial(target: AgentTarget, signal: AbortSignal): Promise<Duplex> {
+    return this.#router.dial(
+      target.agentId,
+      { kind: Kind.KIND_HTTP, service: target.service },
+      { signal, deadline: Date.now() + this.#dialTimeoutMs },
+    );
+  }
+}
+
+/**
+ * The Host the agent's service sees, for plain and upgraded requests alike; it also keys the
+ * dispatcher's connection pools, one per agent and service. The agent applies its own target.
+ */
+function hostOf(target: AgentTarget): string {
+  return `${target.service}.${target.agentId}.agent.kas`;
+}
+
+/** The request's headers as a flat [name, value, …] list, duplicates kept, hop-by-hop and `drop` left out. */
+function outgoingHeaders(req: IncomingMessage, o: ForwardOptions): string[] {
+  const connectionTokens = String(req.headers.connection ?? "")
+    .split(",")
+    .map((t) => t.trim().toLowerCase());
+  const out: string[] = [];
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    const name = req.rawHeaders[i]!;
+    const lower = name.toLowerCase();
+    if (HOP_BY_HOP.has(lower) || o.drop?.has(lower) || connectionTokens.includes(lower)) continue;
+    out.push(name, req.rawHeaders[i + 1]!);
+  }
+  for (const [name, value] of Object.entries(o.add ?? {})) out.push(name, value);
+  return out;
+}

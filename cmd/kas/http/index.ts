@@ -1,0 +1,11 @@
+// Pieces the HTTP fronts share: graceful listeners, HTTP to an agent's services over the router, error mapping.
+export {
+  AgentHttpProxy,
+  type AgentHttpProxyOptions,
+  type AgentTarget,
+  type ForwardOptions,
+  SERVICE_NAME,
+} from "./agent-proxy.ts";
+export { describeProxyError, failure, type ProxyFailure, REASONS } from "./failure.ts";
+export { type HttpListener, type HttpListenOptions, listenHttp, type UpgradeListener } from "./listen.ts";
+export { rawError } from "./raw-error.ts";

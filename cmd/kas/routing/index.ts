@@ -1,0 +1,1 @@
+export { createKasRouter, type KasRouterOptions, toWebSocketUrl } from "./create-router.ts";

@@ -1,0 +1,73 @@
+import { once } from "node:events";
+import { createServer, type ServerResponse } from "node:http";
+import { afterEach, describe, expect, it } from "vitest";
+import { TOKEN } from "../support/fixtures.ts";
+import { type InProcessKas, startInProcessKas } from "../support/in-process.ts";
+import { startStandInAgent } from "../support/stand-in-agent.ts";
+
+// Graceful stop, in-process: what SIGTERM runs in the kas process.
+describe("kas stop", () => {
+  const watches: ServerResponse[] = [];
+  const cluster = createServer((_req, res) => {
+    res.writeHead(200, { "content-type": "application/json" });
+    res.write('{"type":"ADDED"}\n');
+    watches.push(res);
+  });
+  let kas: InProcessKas;
+  let agent: ReturnType<typeof startStandInAgent>;
+
+  const start = async () => {
+    kas = await startInProcessKas();
+    agent = startStandInAgent({ url: kas.addresses.agent, token: TOKEN, services: { kubernetes: cluster } });
+    await agent.client.ready(5000);
+  };
+  const watch = async () => {
+    const res = await fetch(`${kas.addresses.kubernetesApi}/api/v1/pods?watch=true`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    const reader = res.body!.getReader();
+    expect(Buffer.from((await reader.read()).value!).toString()).toBe('{"type":"ADDED"}\n');
+    return reader;
+  };
+  const rest = async (reader: ReadableStreamDefaultReader<Uint8Array>) => {
+    let text = "";
+    for (let r = await reader.read(); !r.done; r = await reader.read())
+      text += Buffer.from(r.value).toString();
+    return text;
+  };
+  afterEach(async () => {
+    await agent.stop();
+    await kas.close();
+  });
+
+  it("not ready, no new connections, GoAway to the agent; a request in flight completes; then it stops", async () => {
+    await start();
+    const reader = await watch();
+    const tunnel = agent.client.active!;
+    const goaway = once(tunnel, "goaway");
+    const stopped = kas.kas.stop({ graceMs: 10_000 });
+    await goaway;
+    const ready = await fetch(`${kas.addresses.observability}/readiness`);
+    expect(ready.status).toBe(503);
+    expect(await ready.json()).toMatchObject({ checks: [{ name: "shutdown", ok: false }] });
+    await expect(fetch(`${kas.addresses.kubernetesApi}/api/v1/pods`)).rejects.toThrow();
+    let done = false;
+    void stopped.then(() => {
+      done = true;
+    });
+    expect(done).toBe(false);
+    watches.shift()!.end('{"type":"DELETED"}\n');
+    expect(await rest(reader)).toBe('{"type":"DELETED"}\n');
+    await stopped;
+  });
+
+  it("streams still open when the grace period ends are cut, and stop resolves", async () => {
+    await start();
+    const reader = await watch();
+    const started = Date.now();
+    await kas.kas.stop({ graceMs: 300 });
+    expect(Date.now() - started).toBeLessThan(5000);
+    await expect(rest(reader)).rejects.toThrow();
+    watches.shift()?.destroy();
+  });
+});

@@ -1,0 +1,78 @@
+import { randomBytes } from "node:crypto";
+import { writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { SignJWT } from "jose";
+import { buildKasConfig, type KasConfig } from "../../../cmd/kas/config/index.ts";
+import { createLogger, type Logger } from "../../../cmd/kas/observability/index.ts";
+
+export const TOKEN = "dev-token-for-agent-42";
+export const OTHER_TOKEN = "dev-token-for-agent-43";
+export const THIRD_TOKEN = "dev-token-for-agent-44";
+export const AGENT_ID = "42";
+
+/** A static tokens file (agents 42, 43, 44; projects 7, 8, 8) and the two secrets, in `dir`. */
+export async function writeFixtures(dir: string) {
+  const tokensFile = join(dir, "tokens.yaml");
+  await writeFile(
+    tokensFile,
+    `${TOKEN}: {agentId: 42, projectId: 7, agentName: prod}\n${OTHER_TOKEN}: {agentId: 43, projectId: 8, agentName: staging}\n${THIRD_TOKEN}: {agentId: 44, projectId: 8, agentName: qa}\n`,
+  );
+  const apiSecret = new Uint8Array(randomBytes(32));
+  const apiSecretFile = join(dir, "api_secret");
+  await writeFile(apiSecretFile, Buffer.from(apiSecret).toString("base64"));
+  const privateSecretFile = join(dir, "private_secret");
+  await writeFile(privateSecretFile, randomBytes(32).toString("base64"));
+  return { tokensFile, apiSecret, apiSecretFile, privateSecretFile };
+}
+
+/** The JWT GitLab sends in Gitlab-Kas-Api-Request (iss gitlab, aud gitlab-kas). */
+export function gitlabJwt(secret: Uint8Array, claims: { iss?: string; aud?: string } = {}): Promise<string> {
+  return new SignJWT({})
+    .setProtectedHeader({ alg: "HS256" })
+    .setIssuer(claims.iss ?? "gitlab")
+    .setAudience(claims.aud ?? "gitlab-kas")
+    .setIssuedAt()
+    .setExpirationTime("60s")
+    .sign(secret);
+}
+
+/** A configuration on ephemeral loopback ports (the parser refuses port 0, so they are set afterwards). */
+export function inProcessConfig(document: Record<string, unknown>): KasConfig {
+  const config = buildKasConfig(document, {});
+  const any = { host: "127.0.0.1", port: 0 };
+  config.agent.listen.address = any;
+  config.observability.listen.address = any;
+  config.api.listen.address = any;
+  config.agent.kubernetesApi.listen.address = any;
+  config.privateApi.listen.address = any;
+  return config;
+}
+
+export function silentLogger(): Logger {
+  return createLogger({ level: "silent" });
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Resolves once `predicate` holds, polling every 20 ms, or rejects after `ms`. */
+export async function until(
+  predicate: () => boolean | Promise<boolean>,
+  ms = 5000,
+  what = "condition",
+): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await predicate())) {
+    if (Date.now() > deadline) throw new Error(`${what} not met within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

@@ -1,0 +1,80 @@
+import { once } from "node:events";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { NoTunnelError, Router } from "../../lib/router/index.ts";
+import { Kind, StreamDispatcher } from "../../lib/tunnel/header/index.ts";
+import { serveTunnels, TunnelClient, type TunnelServer } from "../../lib/tunnel/session/index.ts";
+import { HandshakeRejection } from "../../lib/tunnel/transport/index.ts";
+import { ask } from "./harness.ts";
+
+// Without `redis` the router is single-replica: local tunnels only, no private API to listen on.
+describe("single-replica router (no Redis)", () => {
+  let router: Router;
+  let agents: TunnelServer<string>;
+  const clients: TunnelClient[] = [];
+
+  const agent = (agentId: string) => {
+    const dispatcher = new StreamDispatcher();
+    dispatcher.register(Kind.KIND_HTTP, (stream) => {
+      stream.on("error", () => {});
+      stream.write(`${agentId}\n`);
+      stream.pipe(stream);
+    });
+    const client = new TunnelClient({
+      url: agents.url,
+      dial: { headers: { "x-agent-id": agentId } },
+      backoff: { initialMs: 50, maxMs: 200 },
+      onStream: (stream) => void dispatcher.handle(stream, undefined),
+    }).start();
+    clients.push(client);
+    return client;
+  };
+
+  beforeAll(async () => {
+    router = await new Router({ defaultTimeoutMs: 2000 }).start();
+    agents = await serveTunnels<string>({
+      host: "127.0.0.1",
+      authenticate: (req) => {
+        const id = req.headers["x-agent-id"];
+        if (typeof id !== "string") throw new HandshakeRejection(401, "x-agent-id required");
+        return id;
+      },
+      onSession: (session) => router.register(session.identity, session),
+    });
+  });
+  afterAll(async () => {
+    await Promise.all(clients.map((c) => c.stop(200)));
+    await router.close({ graceMs: 200 });
+    await agents.close(200);
+  });
+
+  it("has no private API and no cluster registry", () => {
+    expect(router.clustered).toBe(false);
+    expect(() => router.privateUrl).toThrow(/single-replica/);
+    expect(() => router.cluster).toThrow(/single-replica/);
+    expect(router.peerTunnels).toBe(0);
+  });
+
+  it("routes to a local tunnel", async () => {
+    await agent("7").ready(5000);
+    expect(await ask(router, "7", "hello")).toBe("7\nhello");
+  });
+
+  it("a waiting dial is served as soon as the agent connects", async () => {
+    const pending = ask(router, "8", "late", 3000);
+    const client = agent("8");
+    await once(client, "connected");
+    expect(await pending).toBe("8\nlate");
+  });
+
+  it("fails with NoTunnelError at the deadline when the agent never connects", async () => {
+    const start = Date.now();
+    const err = await ask(router, "999", "x", 300).catch((e) => e);
+    expect(err).toBeInstanceOf(NoTunnelError);
+    expect(err.agentId).toBe("999");
+    expect(Date.now() - start).toBeGreaterThanOrEqual(290);
+  });
+
+  it("refuses redis without a private API", () => {
+    expect(() => new Router({ redis: { server: { host: "127.0.0.1", port: 1 } } })).toThrow(/privateApi/);
+  });
+});
