@@ -1,4 +1,4 @@
-#!/usr/bin/env -S npx tsx
+#!/usr/bin/env node
 // agentk, the in-cluster agent. This file composes the modules; each lives in its own folder.
 import { realpathSync } from "node:fs";
 import { pathToFileURL } from "node:url";

@@ -1,4 +1,4 @@
-#!/usr/bin/env -S npx tsx
+#!/usr/bin/env node
 // kas, the agent server, as a process: arguments, configuration, signals. server.ts composes the modules.
 import { realpathSync } from "node:fs";
 import { pathToFileURL } from "node:url";

@@ -1,14 +1,23 @@
 // The examples and the demo are documentation that runs: each is run as a user would run it.
 import { execFile } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { promisify } from "node:util";
-import { expect, test } from "vitest";
+import { afterAll, describe, expect, test } from "vitest";
+import { type KubeApiServer, startKubeApiServer } from "../support/kube-apiserver.ts";
 
 const run = promisify(execFile);
 
 async function runExample(file: string, ...args: string[]): Promise<string> {
+  return runWith({}, file, ...args);
+}
+
+async function runWith(env: Record<string, string>, file: string, ...args: string[]): Promise<string> {
   const { stdout } = await run(process.execPath, ["--import", "tsx", file, ...args], {
     cwd: new URL("../..", import.meta.url).pathname,
-    timeout: 30_000,
+    env: { ...process.env, ...env },
+    timeout: 60_000,
   });
   return stdout;
 }
@@ -24,10 +33,41 @@ test("examples/grpc-behind-nat.ts: a generated gRPC client calls through the tun
   expect(out).toContain("gRPC reply through the tunnel: hello, world, from behind the NAT");
 });
 
-test("npm run demo -- --once: HTTP and gRPC through one tunnel, then a clean stop", async () => {
-  const out = await runExample("examples/demo.ts", "--once");
+test("examples/tunnel-demo.ts: HTTP and gRPC through one tunnel, then a clean stop", async () => {
+  const out = await runExample("examples/tunnel-demo.ts", "--once");
   expect(out).toMatch(/tunnel up from demo-agent/);
   expect(out).toMatch(/GET http:\/\/prometheus\/metrics through the tunnel -> 200: demo_http_requests_total/);
   expect(out).toMatch(/gRPC SayHello through the tunnel -> "hello kas, from inside the cluster"/);
   expect(out).toMatch(/stopping: GoAway, streams finish, tunnels close/);
+});
+
+describe("npm run demo: kas and agentk as processes", () => {
+  let kube: KubeApiServer | undefined;
+  let dir: string | undefined;
+  afterAll(async () => {
+    await kube?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  test("without a kubeconfig: the in-cluster service through kas, and a note on the Kubernetes proxy", async () => {
+    const out = await runWith({ KUBECONFIG: "/nonexistent/kubeconfig" }, "scripts/demo.ts", "--once");
+    expect(out).toMatch(/agentk\s+connected: one outbound WebSocket to kas/);
+    expect(out).toMatch(/GET \/api\/v1\/agents -> \[\{"agentId":"1","projectId":"1","agentName":"demo"/);
+    expect(out).toMatch(/prometheus\/metrics -> 200: demo_scrapes_total\{path="\/metrics"\} 1/);
+    expect(out).toMatch(/no kubeconfig at \/nonexistent\/kubeconfig: skipping the Kubernetes API proxy/);
+    expect(out).toMatch(/agentk exited with code 0/);
+    expect(out).toMatch(/kas exited with code 0/);
+  }, 90_000);
+
+  test("with a kubeconfig: namespaces listed through kas's Kubernetes API proxy", async () => {
+    kube = await startKubeApiServer();
+    dir = await mkdtemp(join(tmpdir(), "demo-kube-"));
+    const kubeconfig = await kube.writeKubeconfig(join(dir, "config"));
+    const out = await runWith({ KUBECONFIG: kubeconfig }, "scripts/demo.ts", "--once");
+    expect(out).toMatch(/GET \/api\/v1\/namespaces through kas's Kubernetes API proxy -> 200: .*default/);
+    // The API server saw agentk's own credentials, never the demo token kas was given.
+    const listed = kube.requests.filter((r) => r.path.startsWith("/api/v1/namespaces"));
+    expect(listed.length).toBeGreaterThan(0);
+    expect(listed.every((r) => r.headers.authorization === `Bearer ${kube!.token}`)).toBe(true);
+  }, 90_000);
 });

@@ -144,7 +144,7 @@ function checkCombinations(values: Map<string, unknown>, issues: ConfigIssue[]):
     if (!field.path.endsWith(".listen.address") || !values.has(field.path)) continue;
     const { host, port } = values.get(field.path) as { host: string | undefined; port: number };
     const clash = listeners.find(
-      (l) => l.port === port && (anyHost(l.host) || anyHost(host) || l.host === host),
+      (l) => port !== 0 && l.port === port && (anyHost(l.host) || anyHost(host) || l.host === host),
     );
     if (clash) issues.push({ field: field.path, message: `port ${port} is already used by ${clash.path}` });
     listeners.push({ path: field.path, host, port });

@@ -149,7 +149,7 @@ private_api:
 
   test.each([
     ["agent.listen.address", "8150", 'agent.listen.address: expected host:port, got "8150"'],
-    ["agent.listen.address", "localhost:99999", "agent.listen.address: port must be 1-65535, got 99999"],
+    ["agent.listen.address", "localhost:99999", "agent.listen.address: port must be 0-65535, got 99999"],
     [
       "observability.listen.address",
       "a:b:c",
