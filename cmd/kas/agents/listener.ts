@@ -50,7 +50,7 @@ export interface AgentListener {
   readonly url: string;
   readonly server: TunnelServer<AgentIdentity>;
   /** Agents with a tunnel here, optionally only those of one project. */
-  connectedAgents(filter?: { projectId?: string }): ConnectedAgent[];
+  connectedAgents(filter?: { projectId?: string; agentId?: string }): ConnectedAgent[];
   /** Stop accepting, GoAway to every tunnel, give their streams `graceMs` to finish, close. */
   close(graceMs?: number): Promise<void>;
 }
@@ -103,6 +103,7 @@ export async function serveAgents(options: AgentListenerOptions): Promise<AgentL
         if (s.closed) continue;
         const { agentId, projectId, agentName } = s.identity;
         if (filter.projectId !== undefined && projectId !== filter.projectId) continue;
+        if (filter.agentId !== undefined && agentId !== filter.agentId) continue;
         const since = s.stats.connectedAt.getTime();
         const entry = byAgent.get(agentId);
         if (entry) {

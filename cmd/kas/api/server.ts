@@ -28,7 +28,7 @@ const SERVICE_PATH = /^\/api\/v1\/agents\/([^/]+)\/services\/([^/]+)(\/.*)?$/;
 /**
  * The API GitLab calls (8153). Every request carries GitLab's JWT in `Gitlab-Kas-Api-Request`;
  * without a valid one: 401. JSON in, JSON out:
- * - `GET /api/v1/agents[?project_id=N]` -> `{"agents": [{agentId, projectId, agentName, tunnels, connectedSince}]}`:
+ * - `GET /api/v1/agents[?project_id=N][&agent_id=N]` -> `{"agents": [{agentId, projectId, agentName, tunnels, connectedSince}]}`:
  *   agents with a tunnel at this replica.
  * - `ANY /api/v1/agents/{agentId}/services/{name}/{path}` -> proxied, streaming, to the agent's
  *   allow-listed in-cluster service `name` at `/{path}` (how GitLab queries Prometheus); Upgrade
@@ -53,11 +53,18 @@ export async function serveApi(options: ApiServerOptions): Promise<HttpListener>
       if (req.method !== "GET" && req.method !== "HEAD") {
         return sendJson(res, 405, { error: "only GET is allowed here" }, { allow: "GET, HEAD" });
       }
-      const projectId = url.searchParams.get("project_id") ?? undefined;
-      if (projectId !== undefined && !/^[1-9]\d*$/.test(projectId)) {
-        return sendJson(res, 400, { error: "project_id must be a positive integer" });
+      const filter: { projectId?: string; agentId?: string } = {};
+      for (const [param, key] of [
+        ["project_id", "projectId"],
+        ["agent_id", "agentId"],
+      ] as const) {
+        const value = url.searchParams.get(param);
+        if (value === null) continue;
+        if (!/^[1-9]\d*$/.test(value))
+          return sendJson(res, 400, { error: `${param} must be a positive integer` });
+        filter[key] = value;
       }
-      return sendJson(res, 200, { agents: agents.connectedAgents(projectId ? { projectId } : {}) });
+      return sendJson(res, 200, { agents: agents.connectedAgents(filter) });
     }
     const target = serviceTarget(url);
     if (!target) {

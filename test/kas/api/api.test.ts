@@ -78,13 +78,18 @@ describe("API for GitLab (in-process kas, stand-in agents)", () => {
     expect(proxied.status).toBe(401);
   });
 
-  it("lists connected agents, all or by project", async () => {
+  it("lists connected agents, all, by project or by agent", async () => {
     const all = (await (await api("/api/v1/agents")).json()) as AgentList;
     expect(all.agents.map((a: { agentId: string }) => a.agentId)).toEqual(["42", "43"]);
     expect(all.agents[0]).toMatchObject({ agentId: "42", projectId: "7", agentName: "prod", tunnels: 1 });
     const byProject = (await (await api("/api/v1/agents?project_id=8")).json()) as AgentList;
     expect(byProject.agents.map((a: { agentId: string }) => a.agentId)).toEqual(["43"]);
     expect((await api("/api/v1/agents?project_id=x")).status).toBe(400);
+    const byAgent = (await (await api("/api/v1/agents?agent_id=42")).json()) as AgentList;
+    expect(byAgent.agents.map((a: { agentId: string }) => a.agentId)).toEqual(["42"]);
+    const none = (await (await api("/api/v1/agents?agent_id=99")).json()) as AgentList;
+    expect(none.agents).toEqual([]);
+    expect((await api("/api/v1/agents?agent_id=-1")).status).toBe(400);
   });
 
   it("proxies to an allow-listed service; GitLab's credentials stay at kas", async () => {
