@@ -64,8 +64,6 @@ export class YamuxStream extends Duplex {
   constructor(host: StreamHost, id: number) {
     // A writer may keep one frame's worth queued beyond the one being sent: enough for writev
     // batches to keep the connection busy, small next to the window the peer buffers.
-    // A writer may keep one frame's worth queued beyond the one being sent: enough for writev
-    // batches to keep the connection busy, small next to the window the peer buffers.
     super({ allowHalfOpen: true, readableHighWaterMark: INITIAL_WINDOW, writableHighWaterMark: 64 * 1024 });
     this.#host = host;
     this.id = id;
