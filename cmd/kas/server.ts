@@ -145,7 +145,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
           maxConnectionAgeMs: config.agent.listen.maxConnectionAgeMs,
           ageDrainGraceMs: config.shutdownGracePeriodMs,
           dispatcher: agentStreams,
-          ...(options.tuning?.tunnel && { tunnel: options.tuning.tunnel }),
+          tunnel: { keepAliveIntervalMs: config.agent.listen.keepaliveIntervalMs, ...options.tuning?.tunnel },
           log,
         });
         proxy = new AgentHttpProxy(router, { dialTimeoutMs: config.agent.dialTimeoutMs });

@@ -69,6 +69,12 @@ export const KAS_FIELDS: readonly FieldSpec[] = [
     doc: "Tunnels older than this are drained (agentk reconnects, possibly to another replica).",
   },
   {
+    path: "agent.listen.keepalive_interval",
+    ...duration,
+    default: "60s",
+    doc: "kas pings a tunnel that has been quiet this long (agentk pings every 30 s itself, so idle tunnels are rarely pinged from here); an unanswered ping closes it.",
+  },
+  {
     path: "agent.listen.handshake_timeout",
     ...duration,
     default: "10s",
@@ -215,7 +221,11 @@ export interface KasConfig {
     retryDeadlineMs: number;
   };
   agent: {
-    listen: ListenConfig & { maxConnectionAgeMs: number; handshakeTimeoutMs: number };
+    listen: ListenConfig & {
+      maxConnectionAgeMs: number;
+      keepaliveIntervalMs: number;
+      handshakeTimeoutMs: number;
+    };
     dialTimeoutMs: number;
     staticTokensFile?: string;
     infoCacheTtlMs: number;

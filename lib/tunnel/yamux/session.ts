@@ -61,6 +61,8 @@ export class Session extends EventEmitter<SessionEvents> {
   #remoteGoAway = false;
   #closed = false;
   #bytesIn = 0;
+  /** bytesIn at the last keepalive check. */
+  #bytesSeen = 0;
 
   constructor(conn: Duplex, options: SessionOptions) {
     super();
@@ -290,10 +292,23 @@ export class Session extends EventEmitter<SessionEvents> {
     if (code !== GoAwayCode.Normal) this.close(errors.peerFailed(code));
   }
 
+  /**
+   * Pings only a quiet peer: bytes received since the last check already prove it alive. With
+   * thousands of idle tunnels whose other ends ping on their own, this halves the keepalive work.
+   */
   #keepAliveTick(): void {
-    this.ping().catch((err: YamuxError) => {
-      if (err.code === "ETIMEDOUT") this.close(err);
-    });
+    if (this.#bytesIn !== this.#bytesSeen) {
+      this.#bytesSeen = this.#bytesIn;
+      return;
+    }
+    this.ping().then(
+      () => {
+        this.#bytesSeen = this.#bytesIn; // our own pong does not count as the peer speaking
+      },
+      (err: YamuxError) => {
+        if (err.code === "ETIMEDOUT") this.close(err);
+      },
+    );
   }
 
   #makeHost(): StreamHost {

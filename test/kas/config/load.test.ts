@@ -40,6 +40,7 @@ describe("kas configuration", () => {
         listen: {
           address: { host: "127.0.0.1", port: 8150 },
           maxConnectionAgeMs: 7_200_000,
+          keepaliveIntervalMs: 60_000,
           handshakeTimeoutMs: 10_000,
         },
         dialTimeoutMs: 5000,

@@ -186,3 +186,26 @@ describe("protocol violations end the session with GoAway(protocol error)", () =
     expect(session).toBeInstanceOf(Session);
   });
 });
+
+describe("keepalive economy", () => {
+  test("a peer that keeps talking is not pinged; a quiet one is", async () => {
+    const { session, peer } = await rawPair({ keepAliveIntervalMs: 60, keepAliveTimeoutMs: 5000 });
+    const ours = () =>
+      peer.frames.filter((f) => f.h.type === FrameType.Ping && f.h.flags === Flag.SYN).length;
+    await peer.next((h) => h.type === FrameType.Ping && h.flags === Flag.SYN, "the first ping (RTT sample)");
+    // The peer pings us every 10 ms: it is plainly alive, so the session sends no ping of its own.
+    const chatter = setInterval(() => peer.send(encodeHeader(FrameType.Ping, Flag.SYN, 0, 1)), 10);
+    const before = ours();
+    const acks = () =>
+      peer.frames.filter((f) => f.h.type === FrameType.Ping && f.h.flags === Flag.ACK).length;
+    await until(() => acks() >= 40, 10_000, "40 answers to the peer's pings (several keepalive intervals)");
+    clearInterval(chatter);
+    expect(ours()).toBe(before);
+    // Quiet again: the session pings.
+    await peer.next(
+      (h) => h.type === FrameType.Ping && h.flags === Flag.SYN && ours() > before,
+      "a keepalive ping",
+    );
+    session.close();
+  });
+});

@@ -1,0 +1,157 @@
+// npm run bench:scale [-- --json] [-- --agents 1000,5000 --settle 5 --window 30 --agent-keepalive MS]
+// The CPU window defaults to one keepalive period (30 s), so that every tunnel's pings fall in it.
+// kas's footprint with many idle agents: for each N, a fresh kas (cmd/kas/main.ts, single replica,
+// static tokens file with N distinct agents), its RSS before any agent and with N idle tunnels held
+// by one load process (agents.ts), and its CPU over a window while they sit idle.
+// BENCH_SCALE_PROFILE=memory|snapshot also reports where kas's memory per tunnel goes (probe.ts);
+// =cpu a V8 CPU profile of the idle window, =perf Linux perf samples of it (all threads, needs perf).
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { markdownTable, round } from "../lib/stats.ts";
+import { selfTime } from "./cpu-summary.ts";
+import { growthPerAgent } from "./heap-summary.ts";
+import { type Measurement, type MemoryProbe, measure, type Profile } from "./measure.ts";
+
+const { values: args } = parseArgs({
+  options: {
+    json: { type: "boolean", default: false },
+    agents: { type: "string", default: "1000,5000" },
+    settle: { type: "string", default: "5" },
+    window: { type: "string", default: "30" },
+    concurrency: { type: "string", default: "64" },
+    // Diagnosis: the agents' keepalive interval in ms (0: off); default the library's 30 s.
+    "agent-keepalive": { type: "string" },
+  },
+});
+const COUNTS = args.agents.split(",").map(Number);
+const TARGET_KIB = 50;
+const TARGET_CPU_PCT = 5;
+const profile = process.env.BENCH_SCALE_PROFILE;
+const PROFILES = ["memory", "snapshot", "cpu", "perf"] as const;
+if (profile !== undefined && !(PROFILES as readonly string[]).includes(profile)) {
+  throw new Error(
+    `BENCH_SCALE_PROFILE must be one of ${PROFILES.join(", ")}, got ${JSON.stringify(profile)}`,
+  );
+}
+const log = (s: string) => {
+  if (!args.json) process.stderr.write(`${s}\n`);
+};
+if (profile) log(`BENCH_SCALE_PROFILE=${profile}: profiling perturbs the RSS and CPU figures of this run`);
+
+// kas and the load process each hold one socket per agent (Node raises its soft limit to the hard one).
+const hardFds = Number(/^Max open files\s+\S+\s+(\S+)/m.exec(readFileSync("/proc/self/limits", "utf8"))?.[1]);
+const largest = Math.max(...COUNTS);
+if (Number.isFinite(hardFds) && hardFds < largest + 200) {
+  throw new Error(
+    `open-files hard limit ${hardFds} is too low for ${largest} agents (needs > ${largest + 200})`,
+  );
+}
+
+const results: Measurement[] = [];
+for (const agents of COUNTS) {
+  log(`N = ${agents}`);
+  const m = await measure({
+    agents,
+    settleMs: Number(args.settle) * 1000,
+    windowMs: Number(args.window) * 1000,
+    concurrency: Number(args.concurrency),
+    agentKeepAliveMs: args["agent-keepalive"] === undefined ? undefined : Number(args["agent-keepalive"]),
+    profile: profile as Profile | undefined,
+    log,
+  });
+  log(
+    `  kas fds ${m.kasFds}; anonymous memory per agent ${round(m.anonPerAgentKiB)} KiB; ` +
+      `load process RSS per agent ${round(m.loadRssPerAgentKiB)} KiB; kas exit code ${m.kasExitCode}`,
+  );
+  const threads = m.threads.map((t) => `${t.thread} ${round(t.userPct, 2)}+${round(t.systemPct, 2)}`);
+  log(`  idle CPU before any agent: ${round(m.baselineCpuPct, 2)} %`);
+  log(`  idle CPU by thread, % user+system: ${threads.join(", ") || "none"}`);
+  if (m.profile) report(m);
+  results.push(m);
+}
+
+const last = results.at(-1)!;
+if (args.json) {
+  process.stdout.write(
+    `${JSON.stringify({ agents: last.agents, rss_per_agent_kib: round(last.rssPerAgentKiB), idle_cpu_pct: round(last.idleCpuPct, 2) })}\n`,
+  );
+} else {
+  const mib = (kib: number) => round(kib / 1024);
+  const verdict = (m: Measurement) => {
+    const mem = m.rssPerAgentKiB <= TARGET_KIB ? "ok" : "MISSED";
+    const cpu = m.idleCpuPct < TARGET_CPU_PCT ? "ok" : "MISSED";
+    return `<= ${TARGET_KIB} KiB/agent: ${mem}; < ${TARGET_CPU_PCT} % CPU: ${cpu}`;
+  };
+  console.log(
+    markdownTable(
+      [
+        "N",
+        "kas RSS baseline MiB",
+        "kas RSS with N agents MiB",
+        "RSS per agent KiB",
+        "idle CPU % of one core",
+        "target",
+      ],
+      results.map((m) => [
+        m.agents,
+        mib(m.rssBaselineKiB),
+        mib(m.rssLoadedKiB),
+        round(m.rssPerAgentKiB),
+        round(m.idleCpuPct, 2),
+        verdict(m),
+      ]),
+    ),
+  );
+}
+
+/** kas's own view of where its memory or idle CPU goes (stderr). */
+function report(m: Measurement): void {
+  if (m.profile!.cpu) {
+    const { functions, files } = selfTime(m.profile!.cpu);
+    log("  idle window CPU profile, self time (% of samples, idle included):");
+    for (const f of functions) log(`    ${round(f.pct, 2).toFixed(2).padStart(6)} %  ${f.name}`);
+    log("  by file:");
+    for (const f of files) log(`    ${round(f.pct, 2).toFixed(2).padStart(6)} %  ${f.name}`);
+  }
+  if (m.profile!.perf) {
+    const out = execFileSync(
+      "perf",
+      ["report", "-i", m.profile!.perf, "--stdio", "--no-children", "--sort", "dso,sym", "-g", "none"],
+      {
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "ignore"],
+        maxBuffer: 64 << 20,
+      },
+    );
+    log("  idle window perf samples, self, all threads:");
+    for (const line of out
+      .split("\n")
+      .filter((l) => /^\s+\d/.test(l))
+      .slice(0, 30))
+      log(`  ${line}`);
+  }
+  if (m.profile!.memory) memoryReport(m, ...m.profile!.memory);
+  log(`  profile files in ${m.dir}`);
+}
+
+function memoryReport(m: Measurement, before: MemoryProbe, after: MemoryProbe): void {
+  const per = (a: number, b: number) => `${round((b - a) / 1024 / m.agents, 2)} KiB`;
+  const keys = ["rss", "heapTotal", "heapUsed", "external", "arrayBuffers"] as const;
+  log(
+    `  per agent (process.memoryUsage): ${keys.map((k) => `${k} ${per(before.usage[k], after.usage[k])}`).join(", ")}`,
+  );
+  const spaces = after.spaces.map((s) => {
+    const was = before.spaces.find((x) => x.space_name === s.space_name)?.space_used_size ?? 0;
+    return `${s.space_name} ${per(was, s.space_used_size)}`;
+  });
+  log(`  per agent (V8 heap spaces, used): ${spaces.join(", ")}`);
+  if (m.profile!.snapshots) {
+    log("  per agent (heap snapshot, self size growth by type:constructor):");
+    for (const g of growthPerAgent(...m.profile!.snapshots, m.agents)) {
+      log(
+        `    ${String(Math.round(g.bytesPerAgent)).padStart(7)} B  x${round(g.countPerAgent, 2)}  ${g.key}`,
+      );
+    }
+  }
+}

@@ -1,0 +1,250 @@
+// One measurement: a fresh kas, its RSS before any agent, then with N idle agents connected
+// (held by one load process), and its CPU over a window while they sit idle.
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { once } from "node:events";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { setTimeout as sleep } from "node:timers/promises";
+import { portsEnv, spawnKas } from "../../test/kas/support/kas-process.ts";
+import { cpuSeconds, openFds, rssKiB, smapsRollupKiB, threadCpuSeconds } from "./proc.ts";
+import type { AgentsPlan, AgentsReport } from "./protocol.ts";
+
+export interface MeasureOptions {
+  agents: number;
+  /** Idle time before each RSS reading. */
+  settleMs: number;
+  /** CPU sampling window. */
+  windowMs: number;
+  /** Handshakes in flight at once from the load process. */
+  concurrency: number;
+  /** Agents' keepalive interval (diagnosis); default: the library's. */
+  agentKeepAliveMs?: number | undefined;
+  /** "memory": process.memoryUsage() from inside kas; "snapshot": heap snapshots as well; "cpu": a CPU profile of the idle window. */
+  profile?: Profile | undefined;
+  log: (line: string) => void;
+}
+
+export interface Measurement {
+  agents: number;
+  rssBaselineKiB: number;
+  rssLoadedKiB: number;
+  rssPerAgentKiB: number;
+  idleCpuPct: number;
+  /** Idle CPU before any agent connected, same window. */
+  baselineCpuPct: number;
+  /** The idle window's CPU by thread, % of one core. */
+  threads: ThreadCpu[];
+  /** smaps_rollup Anonymous growth per agent (heap + buffers, without file-backed pages). */
+  anonPerAgentKiB: number;
+  kasFds: number;
+  loadRssPerAgentKiB: number;
+  connectSeconds: number;
+  kasExitCode: number | null;
+  /** Profiling output, when asked for. */
+  profile?: {
+    memory?: [MemoryProbe, MemoryProbe];
+    snapshots?: [string, string];
+    cpu?: string;
+    perf?: string;
+  };
+  dir: string;
+}
+
+export interface ThreadCpu {
+  thread: string;
+  userPct: number;
+  systemPct: number;
+}
+
+export type Profile = "memory" | "snapshot" | "cpu" | "perf";
+
+export interface MemoryProbe {
+  usage: NodeJS.MemoryUsage;
+  spaces: Array<{ space_name: string; space_used_size: number; space_size: number }>;
+}
+
+const AGENTS_MAIN = new URL("./agents.ts", import.meta.url).pathname;
+const PROBE = new URL("./probe.ts", import.meta.url).pathname;
+
+export async function measure(o: MeasureOptions): Promise<Measurement> {
+  const dir = mkdtempSync(join(tmpdir(), "bench-scale-"));
+  // Static tokens file: token -> agent; each tunnel is a distinct agent.
+  const tokens = Array.from(
+    { length: o.agents },
+    (_, i) => `bench-${i + 1}-${randomBytes(12).toString("hex")}`,
+  );
+  const table = Object.fromEntries(
+    tokens.map((t, i) => [t, { agentId: i + 1, projectId: 1, agentName: `bench-${i + 1}` }]),
+  );
+  writeFileSync(join(dir, "tokens.json"), JSON.stringify(table));
+  const env: Record<string, string> = {
+    ...(await portsEnv()),
+    KAS_AGENT_STATIC_TOKENS_FILE: join(dir, "tokens.json"),
+  };
+  if (o.profile === "perf") {
+    env.NODE_OPTIONS = "--perf-basic-prof"; // /tmp/perf-<pid>.map names JIT code for perf
+  } else if (o.profile) {
+    // tsx first so that the probe (TypeScript) loads; kas's own `--import tsx` then finds it registered.
+    env.NODE_OPTIONS = `--import tsx --import ${PROBE}`;
+    env.BENCH_SCALE_PROBE_DIR = dir;
+    env.BENCH_SCALE_PROFILE = o.profile;
+  }
+  const kas = await spawnKas(env);
+  const pid = kas.child.pid!;
+  let load: ReturnType<typeof spawn> | undefined;
+  try {
+    o.log(`  kas pid ${pid} up; settling ${o.settleMs} ms for the baseline`);
+    await sleep(o.settleMs);
+    // CPU first: the RSS reading then comes after settle + window, as startup garbage has had time to go.
+    const baselineCpuPct = await cpuPct(pid, o.windowMs);
+    const rssBaselineKiB = rssKiB(pid);
+    const anonBaseline = smapsRollupKiB(pid).Anonymous ?? 0;
+    const memory = o.profile === "memory" || o.profile === "snapshot";
+    const probes: MemoryProbe[] = [];
+    if (memory) probes.push(await probeMemory(pid, dir, 0));
+
+    const plan: AgentsPlan = {
+      url: kas.addresses.agent,
+      tokens,
+      concurrency: o.concurrency,
+      ...(o.agentKeepAliveMs !== undefined && { keepAliveIntervalMs: o.agentKeepAliveMs }),
+    };
+    writeFileSync(join(dir, "plan.json"), JSON.stringify(plan));
+    load = spawn(process.execPath, ["--import", "tsx", AGENTS_MAIN, join(dir, "plan.json")], {
+      stdio: ["pipe", "pipe", "inherit"],
+    });
+    const report = await deadline(
+      once(createInterface({ input: load.stdout! }), "line").then(([l]) => JSON.parse(l) as AgentsReport),
+      180_000,
+      "the load process did not report",
+    );
+    if (report.failed > 0) throw new Error(`${report.failed} of ${o.agents} tunnels failed: ${report.error}`);
+    o.log(`  ${report.connected} tunnels up in ${report.seconds.toFixed(1)} s`);
+    const metrics = `${kas.addresses.observability}/metrics`;
+    await waitForGauge(metrics, "kas_connected_agents", o.agents, 30_000);
+    o.log(`  kas /metrics: kas_connected_agents ${o.agents}; settling ${o.settleMs} ms`);
+
+    await sleep(o.settleMs);
+    const rssLoadedKiB = rssKiB(pid);
+    const anonLoaded = smapsRollupKiB(pid).Anonymous ?? 0;
+    const loadRssKiB = rssKiB(load.pid!);
+    const kasFds = openFds(pid);
+
+    if (o.profile === "cpu") await probe(pid, dir, 0); // starts the profiler
+    const perf = o.profile === "perf" ? perfRecord(pid, dir, o.windowMs) : undefined;
+    const c0 = cpuSeconds(pid);
+    const threads0 = threadCpuSeconds(pid);
+    const t0 = performance.now();
+    await sleep(o.windowMs);
+    const seconds = (performance.now() - t0) / 1000;
+    const idleCpuPct = ((cpuSeconds(pid) - c0) / seconds) * 100;
+    const threads: ThreadCpu[] = [...threadCpuSeconds(pid)]
+      .map(([thread, t]) => {
+        const was = threads0.get(thread) ?? { user: 0, system: 0 };
+        return {
+          thread,
+          userPct: ((t.user - was.user) / seconds) * 100,
+          systemPct: ((t.system - was.system) / seconds) * 100,
+        };
+      })
+      .filter((t) => t.userPct + t.systemPct > 0)
+      .sort((a, b) => b.userPct + b.systemPct - (a.userPct + a.systemPct));
+    if (o.profile === "cpu") await probe(pid, dir, 1); // writes cpu-1.cpuprofile
+    if (perf) await deadline(once(perf, "exit"), 60_000, "perf record did not finish");
+    // Still all there after the window (none dropped by keepalive).
+    await waitForGauge(metrics, "kas_connected_agents", o.agents, 5_000);
+    if (memory) probes.push(await probeMemory(pid, dir, 1));
+
+    load.kill("SIGTERM");
+    await deadline(once(load, "exit"), 15_000, "the load process did not exit");
+    kas.child.kill("SIGTERM");
+    const kasExitCode = await kas.exitCode(40_000);
+    return {
+      agents: o.agents,
+      rssBaselineKiB,
+      rssLoadedKiB,
+      rssPerAgentKiB: (rssLoadedKiB - rssBaselineKiB) / o.agents,
+      anonPerAgentKiB: (anonLoaded - anonBaseline) / o.agents,
+      idleCpuPct,
+      baselineCpuPct,
+      threads,
+      kasFds,
+      loadRssPerAgentKiB: loadRssKiB / o.agents,
+      connectSeconds: report.seconds,
+      kasExitCode,
+      ...(o.profile && {
+        profile: {
+          ...(memory && { memory: probes as [MemoryProbe, MemoryProbe] }),
+          ...(o.profile === "cpu" && { cpu: join(dir, "cpu-1.cpuprofile") }),
+          ...(o.profile === "perf" && { perf: join(dir, "perf.data") }),
+          ...(o.profile === "snapshot" && {
+            snapshots: [join(dir, "heap-0.heapsnapshot"), join(dir, "heap-1.heapsnapshot")] as [
+              string,
+              string,
+            ],
+          }),
+        },
+      }),
+      dir,
+    };
+  } finally {
+    if (load && load.exitCode === null && load.signalCode === null) load.kill("SIGKILL");
+    kas.kill();
+    if (!o.profile) rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** CPU % of one core over `ms`. */
+async function cpuPct(pid: number, ms: number): Promise<number> {
+  const c0 = cpuSeconds(pid);
+  const t0 = performance.now();
+  await sleep(ms);
+  return ((cpuSeconds(pid) - c0) / ((performance.now() - t0) / 1000)) * 100;
+}
+
+/** Samples every thread of `pid` with Linux perf (call graphs) for `ms`, into dir/perf.data. */
+function perfRecord(pid: number, dir: string, ms: number) {
+  const args = ["record", "-F", "997", "-g", "-p", String(pid), "-o", join(dir, "perf.data")];
+  return spawn("perf", [...args, "--", "sleep", String(ms / 1000)], { stdio: "ignore" });
+}
+
+/** Signals the preloaded probe (SIGUSR2) and waits until it has done its step. */
+async function probe(pid: number, dir: string, seq: number): Promise<void> {
+  process.kill(pid, "SIGUSR2");
+  const until = Date.now() + 120_000;
+  while (!existsSync(join(dir, `done-${seq}`))) {
+    if (Date.now() > until) throw new Error("kas's probe did not answer");
+    await sleep(100);
+  }
+}
+
+async function probeMemory(pid: number, dir: string, seq: number): Promise<MemoryProbe> {
+  await probe(pid, dir, seq);
+  return JSON.parse(readFileSync(join(dir, `memory-${seq}.json`), "utf8")) as MemoryProbe;
+}
+
+async function waitForGauge(url: string, name: string, want: number, timeoutMs: number): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  let seen = "nothing";
+  for (;;) {
+    const text = await (await fetch(url)).text();
+    const m = new RegExp(`^${name} (\\S+)$`, "m").exec(text);
+    seen = m?.[1] ?? "no such metric";
+    if (Number(seen) === want) return;
+    if (Date.now() > until) throw new Error(`${name} is ${seen}, expected ${want}`);
+    await sleep(250);
+  }
+}
+
+function deadline<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${message} within ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
