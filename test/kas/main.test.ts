@@ -1,9 +1,9 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { exitCode, runMain } from "../support/run-main.ts";
 import { portsEnv } from "./support/kas-process.ts";
 
 const MAIN = join(import.meta.dirname, "../../cmd/kas/main.ts");
@@ -15,29 +15,7 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-function run(
-  args: string[],
-  env: NodeJS.ProcessEnv = {},
-): ChildProcess & { out: () => string; err: () => string } {
-  const child = spawn(process.execPath, ["--import", "tsx", MAIN, ...args], {
-    env: { PATH: process.env.PATH, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let out = "";
-  let err = "";
-  child.stdout.on("data", (d: Buffer) => {
-    out += d;
-  });
-  child.stderr.on("data", (d: Buffer) => {
-    err += d;
-  });
-  return Object.assign(child, { out: () => out, err: () => err });
-}
-
-async function exitCode(child: ChildProcess): Promise<number | null> {
-  const [code] = (await once(child, "exit", { signal: AbortSignal.timeout(20_000) })) as [number | null];
-  return code;
-}
+const run = (args: string[], env: NodeJS.ProcessEnv = {}) => runMain(MAIN, args, env);
 
 describe("kas main", () => {
   test("--help prints usage and exits 0", async () => {

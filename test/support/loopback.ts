@@ -39,6 +39,7 @@ export async function sessionPair(
     close() {
       client.close();
       server.close();
+      for (const s of sockets) s.destroy();
     },
   };
 }

@@ -1,5 +1,7 @@
 // The Kubernetes API proxy module: HTTP that kas sends over the tunnel (already authenticated
 // by kas), forwarded to the API server with agentk's own credentials.
+
+import { kubeStatus } from "../../kas/kubernetes-proxy/status.ts";
 import type { KubeConfigSource } from "../config/index.ts";
 import { createForwarder, type Forwarder, type ForwarderOptions } from "../proxy/forward.ts";
 import { kubernetesUpstream } from "./upstream.ts";
@@ -21,16 +23,5 @@ export async function createKubernetesProxy(
 /** Errors the proxy itself answers with, as the `Status` object Kubernetes clients parse. */
 export function statusBody(code: number, message: string): { contentType: string; body: string } {
   const reason = code === 502 || code === 503 ? "ServiceUnavailable" : "InternalError";
-  return {
-    contentType: "application/json",
-    body: JSON.stringify({
-      kind: "Status",
-      apiVersion: "v1",
-      metadata: {},
-      status: "Failure",
-      message,
-      reason,
-      code,
-    }),
-  };
+  return { contentType: "application/json", body: JSON.stringify(kubeStatus(code, message, reason)) };
 }

@@ -62,10 +62,3 @@ export function readHeader(buf: Buffer, offset = 0): FrameHeader {
     length: buf.readUInt32BE(offset + 8),
   };
 }
-
-export function flagNames(flags: number): string {
-  const names = Object.entries(Flag)
-    .filter(([, bit]) => flags & bit)
-    .map(([name]) => name);
-  return names.length ? names.join("|") : "0";
-}

@@ -5,8 +5,7 @@ import net from "node:net";
 import type { Duplex, Readable } from "node:stream";
 import { Agent, buildConnector, type Dispatcher } from "undici";
 import { type HttpStreamServer, serveHttp, TunnelDispatcher } from "../../../lib/tunnel/http/index.ts";
-import { Session } from "../../../lib/tunnel/yamux/index.ts";
-import { socketPair } from "../../support/loopback.ts";
+import { sessionPair, socketPair } from "../../support/loopback.ts";
 
 /** Connections seen from one side: how many are open now, at most, and in total. */
 export class Connections {
@@ -52,28 +51,6 @@ export interface Rig {
 }
 
 export const TUNNEL_ORIGIN = "http://backend.test";
-
-/** A yamux session pair over one loopback TCP connection. */
-export async function sessionPair(): Promise<{
-  client: Session;
-  server: Session;
-  sockets: [net.Socket, net.Socket];
-  close(): void;
-}> {
-  const sockets = await socketPair();
-  const client = new Session(sockets[0], { client: true, keepAliveIntervalMs: 0 });
-  const server = new Session(sockets[1], { client: false, keepAliveIntervalMs: 0 });
-  return {
-    client,
-    server,
-    sockets,
-    close() {
-      client.close();
-      server.close();
-      for (const s of sockets) s.destroy();
-    },
-  };
-}
 
 export async function tunnelRig(
   server: Server,
@@ -167,7 +144,7 @@ export const rigs = [
   ["direct", directRig],
 ] as const;
 
-export { socketPair };
+export { sessionPair, socketPair };
 
 export async function sha256Of(
   readable: AsyncIterable<Uint8Array> | Readable,

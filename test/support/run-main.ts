@@ -1,0 +1,27 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+
+export type MainProcess = ChildProcess & { out: () => string; err: () => string };
+
+/** Runs a daemon's main.ts as its own process (only PATH inherited), collecting what it prints. */
+export function runMain(main: string, args: string[], env: NodeJS.ProcessEnv = {}): MainProcess {
+  const child = spawn(process.execPath, ["--import", "tsx", main, ...args], {
+    env: { PATH: process.env.PATH, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  let err = "";
+  child.stdout.on("data", (d: Buffer) => {
+    out += d;
+  });
+  child.stderr.on("data", (d: Buffer) => {
+    err += d;
+  });
+  return Object.assign(child, { out: () => out, err: () => err });
+}
+
+/** The process's exit code, within 20 s. */
+export async function exitCode(child: ChildProcess): Promise<number | null> {
+  const [code] = (await once(child, "exit", { signal: AbortSignal.timeout(20_000) })) as [number | null];
+  return code;
+}
