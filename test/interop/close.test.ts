@@ -137,7 +137,9 @@ describe("reset", () => {
 
     const err = await Promise.race([bFailed, failed]);
     expect(err.code).toBe("ECONNREFUSED"); // RST before any ACK
-    expect(peer.stderr).toContain("backlog exceeded, forcing connection reset");
+    expect(await peer.waitForStderr("backlog exceeded, forcing connection reset")).toContain(
+      "backlog exceeded",
+    );
     expect(a.destroyed).toBe(false);
     s.close();
     expect(await peer.waitExit()).toBe(0);

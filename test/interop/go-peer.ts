@@ -39,6 +39,7 @@ export class GoPeer {
     });
     child.stderr!.on("data", (d: Buffer) => {
       this.#stderr = (this.#stderr + d.toString()).slice(-8000);
+      this.#notify();
     });
     this.exited = once(child, "close").then(([code]) => {
       this.#exitCode = code as number | null;
@@ -51,6 +52,15 @@ export class GoPeer {
   /** yamux's own log lines ([ERR]/[WARN]) and anything else on stderr, for assertions and errors. */
   get stderr(): string {
     return this.#stderr;
+  }
+
+  /** Waits until stderr contains `text`: the log line and the frame it explains travel apart. */
+  waitForStderr(text: string, timeoutMs = 10_000): Promise<string> {
+    return this.#until(
+      () => (this.#stderr.includes(text) ? this.#stderr : undefined),
+      `stderr "${text}"`,
+      timeoutMs,
+    );
   }
 
   named(event: string): GoEvent[] {
