@@ -101,7 +101,7 @@ describe("GoAway", () => {
     s.goAway(GoAwayCode.ProtocolError);
 
     expect(await peer.waitFor("session-closed")).toMatchObject({ err: "yamux protocol error" });
-    expect(peer.stderr).toContain("received protocol error go away");
+    expect(await peer.waitForStderr("received protocol error go away")).toContain("protocol error");
     await deadline(closed, 10_000, "our session closing after the reference hung up");
     expect(await peer.waitExit()).toBe(0);
   });
