@@ -1,5 +1,5 @@
 // The load process: holds one idle tunnel per agent token to kas's agent listener, as agentk would
-// (one WebSocket, a yamux session over it, keepalive at the library default), and nothing else.
+// (one WebSocket, a yamux session over it, keepalive as the plan says), and nothing else.
 // Prints an AgentsReport line once all are up; closes every tunnel and exits on SIGTERM or when
 // stdin ends (the runner went away).
 import { readFileSync } from "node:fs";
@@ -16,9 +16,7 @@ async function connect(token: string): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {
       const conn = await dial(plan.url, { headers: { authorization: `Bearer ${token}` }, proxy: false });
-      const options =
-        plan.keepAliveIntervalMs === undefined ? {} : { keepAliveIntervalMs: plan.keepAliveIntervalMs };
-      sessions.push(new TunnelSession(conn, "client", options));
+      sessions.push(new TunnelSession(conn, "client", { keepAliveIntervalMs: plan.keepAliveIntervalMs }));
       return;
     } catch (err) {
       if (attempt === ATTEMPTS) {

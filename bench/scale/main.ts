@@ -1,27 +1,33 @@
-// npm run bench:scale [-- --json] [-- --agents 1000,5000 --settle 5 --window 30 --agent-keepalive MS]
-// The CPU window defaults to one keepalive period (30 s), so that every tunnel's pings fall in it.
-// kas's footprint with many idle agents: for each N, a fresh kas (cmd/kas/main.ts, single replica,
+// npm run bench:scale [-- --json] [-- --agents 1000,5000 --settle 5 --window S --agent-keepalive MS]
+// The agents ping as agentk does (--keepalive-interval's default, 55 s), and the CPU window defaults
+// to one such period, so that every tunnel's pings fall in it exactly once.
+// kas's footprint with many idle agents: for each N, a fresh kas (the build, dist/cmd/kas/main.js, single replica,
 // static tokens file with N distinct agents), its RSS before any agent and with N idle tunnels held
 // by one load process (agents.ts), and its CPU over a window while they sit idle.
-// BENCH_SCALE_PROFILE=memory|snapshot also reports where kas's memory per tunnel goes (probe.ts);
+// BENCH_SCALE_PROFILE=memory|snapshot also reports where kas's memory per tunnel goes (probe.js);
 // =cpu a V8 CPU profile of the idle window, =perf Linux perf samples of it (all threads, needs perf).
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { AGENTK_FLAGS } from "../../cmd/agentk/config/index.ts";
+import { parseDuration } from "../../cmd/kas/config/values.ts";
 import { markdownTable, round } from "../lib/stats.ts";
 import { selfTime } from "./cpu-summary.ts";
 import { growthPerAgent } from "./heap-summary.ts";
 import { type Measurement, type MemoryProbe, measure, type Profile } from "./measure.ts";
 
+const AGENTK_KEEPALIVE_MS = parseDuration(AGENTK_FLAGS["keepalive-interval"].default);
 const { values: args } = parseArgs({
   options: {
     json: { type: "boolean", default: false },
     agents: { type: "string", default: "1000,5000" },
     settle: { type: "string", default: "5" },
-    window: { type: "string", default: "30" },
+    window: { type: "string", default: String(AGENTK_KEEPALIVE_MS / 1000) },
     concurrency: { type: "string", default: "64" },
-    // Diagnosis: the agents' keepalive interval in ms (0: off); default the library's 30 s.
-    "agent-keepalive": { type: "string" },
+    // The agents' keepalive interval in ms (0: off); default agentk's.
+    "agent-keepalive": { type: "string", default: String(AGENTK_KEEPALIVE_MS) },
   },
 });
 const COUNTS = args.agents.split(",").map(Number);
@@ -48,15 +54,30 @@ if (Number.isFinite(hardFds) && hardFds < largest + 200) {
   );
 }
 
+// kas as operators run it (the `kas` bin): compiled JavaScript, not the sources under tsx, whose
+// keep-names helper gives every closure its own property dictionary (kilobytes per tunnel).
+const ROOT = join(import.meta.dirname, "../..");
+log("building kas (tsc -p tsconfig.build.json)");
+execFileSync(
+  process.execPath,
+  [createRequire(import.meta.url).resolve("typescript/bin/tsc"), "-p", "tsconfig.build.json"],
+  {
+    cwd: ROOT,
+    stdio: ["ignore", process.stderr, "inherit"], // stdout stays for --json
+  },
+);
+const kasEntry = join(ROOT, "dist/cmd/kas/main.js");
+
 const results: Measurement[] = [];
 for (const agents of COUNTS) {
   log(`N = ${agents}`);
   const m = await measure({
     agents,
+    kasEntry,
     settleMs: Number(args.settle) * 1000,
     windowMs: Number(args.window) * 1000,
     concurrency: Number(args.concurrency),
-    agentKeepAliveMs: args["agent-keepalive"] === undefined ? undefined : Number(args["agent-keepalive"]),
+    agentKeepAliveMs: Number(args["agent-keepalive"]),
     profile: profile as Profile | undefined,
     log,
   });

@@ -14,14 +14,16 @@ import type { AgentsPlan, AgentsReport } from "./protocol.ts";
 
 export interface MeasureOptions {
   agents: number;
+  /** kas's compiled entry point (dist/cmd/kas/main.js): what operators run, without a TypeScript loader. */
+  kasEntry: string;
   /** Idle time before each RSS reading. */
   settleMs: number;
   /** CPU sampling window. */
   windowMs: number;
   /** Handshakes in flight at once from the load process. */
   concurrency: number;
-  /** Agents' keepalive interval (diagnosis); default: the library's. */
-  agentKeepAliveMs?: number | undefined;
+  /** The agents' keepalive interval (0: off). */
+  agentKeepAliveMs: number;
   /** "memory": process.memoryUsage() from inside kas; "snapshot": heap snapshots as well; "cpu": a CPU profile of the idle window. */
   profile?: Profile | undefined;
   log: (line: string) => void;
@@ -67,7 +69,7 @@ export interface MemoryProbe {
 }
 
 const AGENTS_MAIN = new URL("./agents.ts", import.meta.url).pathname;
-const PROBE = new URL("./probe.ts", import.meta.url).pathname;
+const PROBE = new URL("./probe.js", import.meta.url).pathname;
 
 export async function measure(o: MeasureOptions): Promise<Measurement> {
   const dir = mkdtempSync(join(tmpdir(), "bench-scale-"));
@@ -87,12 +89,11 @@ export async function measure(o: MeasureOptions): Promise<Measurement> {
   if (o.profile === "perf") {
     env.NODE_OPTIONS = "--perf-basic-prof"; // /tmp/perf-<pid>.map names JIT code for perf
   } else if (o.profile) {
-    // tsx first so that the probe (TypeScript) loads; kas's own `--import tsx` then finds it registered.
-    env.NODE_OPTIONS = `--import tsx --import ${PROBE}`;
+    env.NODE_OPTIONS = `--import ${PROBE}`;
     env.BENCH_SCALE_PROBE_DIR = dir;
     env.BENCH_SCALE_PROFILE = o.profile;
   }
-  const kas = await spawnKas(env);
+  const kas = await spawnKas(env, { entry: o.kasEntry });
   const pid = kas.child.pid!;
   let load: ReturnType<typeof spawn> | undefined;
   try {
@@ -110,7 +111,7 @@ export async function measure(o: MeasureOptions): Promise<Measurement> {
       url: kas.addresses.agent,
       tokens,
       concurrency: o.concurrency,
-      ...(o.agentKeepAliveMs !== undefined && { keepAliveIntervalMs: o.agentKeepAliveMs }),
+      keepAliveIntervalMs: o.agentKeepAliveMs,
     };
     writeFileSync(join(dir, "plan.json"), JSON.stringify(plan));
     load = spawn(process.execPath, ["--import", "tsx", AGENTS_MAIN, join(dir, "plan.json")], {

@@ -8,8 +8,8 @@ export interface AgentsPlan {
   tokens: string[];
   /** Handshakes in flight at once (kas answers 503 beyond its pending-handshake limit). */
   concurrency: number;
-  /** yamux keepalive interval of each agent's tunnel; absent: the library default (30 s); 0: off. */
-  keepAliveIntervalMs?: number;
+  /** yamux keepalive interval of each agent's tunnel (agentk's default unless told otherwise); 0: off. */
+  keepAliveIntervalMs: number;
 }
 
 /** The load process's stdout line once every tunnel is up (or given up on). */

@@ -46,6 +46,7 @@ export async function createAgent(config: AgentkConfig, deps: AgentDeps): Promis
       ...(config.kasTlsServerName !== undefined && { serverName: config.kasTlsServerName }),
       ...(config.kasInsecureSkipTlsVerify && { insecureSkipTlsVerify: true }),
     },
+    tunnel: { keepAliveIntervalMs: config.keepAliveIntervalMs },
     onStream: (stream, session) => void router.dispatcher.handle(stream, session),
   });
   client.on("connected", (session) => {

@@ -123,7 +123,7 @@ export class LocalRegistry extends EventEmitter<LocalRegistryEvents> {
       for (const id of [...agentIds]) this.#remove(id, tunnel);
     };
     tunnel.on("goaway", onGoAway);
-    tunnel.once("close", onClose);
+    tunnel.on("close", onClose);
     const unwatch = () => {
       tunnel.off("goaway", onGoAway);
       tunnel.off("close", onClose);

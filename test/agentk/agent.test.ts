@@ -11,6 +11,7 @@ import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { RejectCode, StreamRejectedError } from "../../lib/tunnel/index.ts";
 import { type KubeApiServer, startKubeApiServer } from "../support/kube-apiserver.ts";
+import { until } from "../support/until.ts";
 import { kubeClient, rawUpgrade } from "./support/kube-client.ts";
 import { freePort, type JsonLinesProcess, msg, spawnAgentk } from "./support/processes.ts";
 import { type StandInKas, startStandInKas } from "./support/stand-in-kas.ts";
@@ -59,6 +60,8 @@ beforeAll(async () => {
       `gone=http://127.0.0.1:${await freePort()}`,
       "--kas-header",
       "X-Request-Source: agentk-test",
+      "--keepalive-interval",
+      "200ms",
     ],
     {
       AGENTK_OBSERVABILITY_LISTEN_ADDRESS: `127.0.0.1:${port}`,
@@ -89,6 +92,13 @@ describe("agentk with a stand-in kas", () => {
     const ready = await fetch(`${observability}/readiness`);
     expect(ready.status).toBe(200);
     expect(await ready.json()).toMatchObject({ checks: [{ name: "tunnel", ok: true }] });
+  });
+
+  test("pings kas whenever the tunnel has been quiet for --keepalive-interval", async () => {
+    const session = await kas.session();
+    const start = session.stats.bytesIn;
+    // A ping is one 12-byte yamux frame; the default interval (55 s) would send none in this time.
+    await until(() => session.stats.bytesIn >= start + 3 * 12, 5_000, "three pings from agentk");
   });
 
   test("proxies to an allow-listed in-cluster HTTP service, under its base path", async () => {

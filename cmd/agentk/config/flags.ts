@@ -33,6 +33,12 @@ export const AGENTK_FLAGS = {
     env: "AGENTK_KAS_TLS_SERVER_NAME",
     doc: "server name expected in kas's certificate",
   },
+  "keepalive-interval": {
+    type: "string",
+    env: "AGENTK_KEEPALIVE_INTERVAL",
+    default: "55s",
+    doc: "ping kas when the tunnel has been quiet this long; below the usual 60 s idle timeout of load balancers and proxies (0s: never)",
+  },
   kubeconfig: {
     type: "string",
     env: "KUBECONFIG",

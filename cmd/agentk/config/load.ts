@@ -6,6 +6,7 @@ import {
   type ListenAddress,
   type LogLevel,
   parseBool,
+  parseDuration,
   parseListenAddress,
   parseLogLevel,
   parseUrl,
@@ -29,6 +30,8 @@ export interface AgentkConfig {
   kasInsecureSkipTlsVerify: boolean;
   /** TLS server name to expect from kas instead of the URL's host. */
   kasTlsServerName?: string;
+  /** Ping kas after this much quiet on the tunnel, in ms (0: never). */
+  keepAliveIntervalMs: number;
   pod: { name?: string; namespace?: string };
   kubernetes: KubeConfigSource;
   /** In-cluster HTTP services kas may reach by name; nothing else is reachable. */
@@ -119,6 +122,7 @@ export async function loadAgentkConfig(options: LoadAgentkConfigOptions): Promis
     values["kas-insecure-skip-tls-verify"] === true ||
     parse("kas-insecure-skip-tls-verify", parseBool) === true;
   const [serverName] = get("kas-tls-server-name");
+  const keepAliveIntervalMs = parse("keepalive-interval", parseDuration);
 
   const kubernetes = await resolveKubeConfig(
     { flag: values.kubeconfig as string | undefined, env, serviceAccountDir },
@@ -137,6 +141,7 @@ export async function loadAgentkConfig(options: LoadAgentkConfigOptions): Promis
     token: token!,
     kasHeaders,
     kasInsecureSkipTlsVerify: insecure,
+    keepAliveIntervalMs: keepAliveIntervalMs!,
     pod: { ...(env.POD_NAME && { name: env.POD_NAME }), ...(namespace && { namespace }) },
     kubernetes,
     services,

@@ -84,11 +84,11 @@ export async function serveAgents(options: AgentListenerOptions): Promise<AgentL
           options.maxConnectionAgeMs,
         );
         timer.unref();
-        session.once("close", () => clearTimeout(timer));
+        session.on("close", () => clearTimeout(timer));
       }
       const remoteAddress = session.stats.remoteAddress;
       log?.info({ agentId, projectId, remoteAddress }, "agent connected");
-      session.once("close", (err) =>
+      session.on("close", (err) =>
         log?.info({ agentId, projectId, remoteAddress, ...(err && { err }) }, "agent disconnected"),
       );
     },

@@ -72,7 +72,7 @@ export const KAS_FIELDS: readonly FieldSpec[] = [
     path: "agent.listen.keepalive_interval",
     ...duration,
     default: "60s",
-    doc: "kas pings a tunnel that has been quiet this long (agentk pings every 30 s itself, so idle tunnels are rarely pinged from here); an unanswered ping closes it.",
+    doc: "kas pings a tunnel that has been quiet this long (agentk pings after 55 s of quiet itself, so idle tunnels are rarely pinged from here); an unanswered ping closes it.",
   },
   {
     path: "agent.listen.handshake_timeout",

@@ -28,7 +28,7 @@ export async function serveTunnels<I = undefined>(options: TunnelServerOptions<I
     onConnection: (transport) => {
       const session = new TunnelSession(transport, "server", options.tunnel);
       sessions.add(session);
-      session.once("close", () => sessions.delete(session));
+      session.on("close", () => sessions.delete(session));
       options.onSession(session);
     },
   });

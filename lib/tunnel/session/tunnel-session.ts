@@ -47,7 +47,7 @@ export class TunnelSession<I = undefined> extends EventEmitter<TunnelSessionEven
       else s.destroy(); // nobody serves inbound streams on this end: refuse rather than leak
     });
     this.#mux.on("goaway", (code) => this.emit("goaway", code));
-    this.#mux.once("close", (err) => {
+    this.#mux.on("close", (err) => {
       this.#closed = true;
       this.#closeError = err;
       // No transport.close() here: the session has ended its Duplex, which closes the WebSocket

@@ -59,7 +59,7 @@ export class TransportConnection<I = undefined> extends EventEmitter {
     // The stream reports errors; this listener keeps a late ws error from being unhandled.
     init.ws.on("error", () => {});
     this.closed = new Promise((resolve) => {
-      init.ws.once("close", (code: number, reason: Buffer) => {
+      init.ws.on("close", (code: number, reason: Buffer) => {
         this.#closeInfo = { code, reason: reason.toString(), local: this.#local };
         init.onClosed?.();
         resolve(this.#closeInfo);

@@ -80,7 +80,7 @@ export async function listen<I = undefined>(options: ListenOptions<I>): Promise<
   const sockets = new Set<Socket>();
   server.on("connection", (socket: Socket) => {
     sockets.add(socket);
-    socket.once("close", () => sockets.delete(socket));
+    socket.on("close", () => sockets.delete(socket));
   });
 
   server.listen(options.port ?? 0, options.host);
@@ -114,7 +114,7 @@ type Armed = Socket & { [kDeadline]?: NodeJS.Timeout };
 function armRequestDeadline(socket: Armed, timeoutMs: number): void {
   const timer = setTimeout(() => socket.destroy(), timeoutMs);
   socket[kDeadline] = timer;
-  socket.once("close", () => clearTimeout(timer));
+  socket.on("close", () => clearTimeout(timer));
 }
 
 function disarmOnUpgrade(server: NodeJS.EventEmitter): void {

@@ -145,8 +145,7 @@ export class TunnelAcceptor<I = undefined> {
         remoteAddress: reply.remoteAddress,
         identity,
       });
-      this.#connections.add(connection);
-      connection.once("close", () => this.#connections.delete(connection));
+      this.#track(connection);
       this.#deliver(connection);
     } catch (err) {
       if (reply.gone()) return;
@@ -170,6 +169,15 @@ export class TunnelAcceptor<I = undefined> {
       offGone();
       this.#pending.delete(controller);
     }
+  }
+
+  /**
+   * Its own function: a listener created in #complete would keep that function's whole closure
+   * context (the handshake's AbortController among it) alive as long as the connection lives.
+   */
+  #track(connection: TransportConnection<I>): void {
+    this.#connections.add(connection);
+    connection.on("close", () => this.#connections.delete(connection));
   }
 
   #deliver(connection: TransportConnection<I>): void {

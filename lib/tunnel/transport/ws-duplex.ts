@@ -85,7 +85,7 @@ export function createBinaryDuplex(ws: WebSocket, control: BinaryDuplexControl):
     duplex.destroy(new TransportError("PROTOCOL", message, { cause: err }));
   });
 
-  ws.once("close", (code: number, reason: Buffer) => {
+  ws.on("close", (code: number, reason: Buffer) => {
     if (duplex.destroyed) return;
     const clean =
       control.closedLocally() ||

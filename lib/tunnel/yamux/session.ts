@@ -71,11 +71,13 @@ export class Session extends EventEmitter<SessionEvents> {
     this.#nextId = this.#opts.client ? 1 : 2;
     this.#writer = new FrameWriter(conn, this.#opts.maxWriteSize, this.#opts.writeBufferSize);
     this.#decoder = new FrameDecoder(this.#opts.maxStreamWindow, (h, p) => this.#onFrame(h, p));
-    this.#host = this.#makeHost();
+    this.#host = new SessionHost(this, this.#writer, this.#opts, (id) => this.#release(id));
 
+    // `on`, not `once`, for events that fire at most once: once() wraps each listener in a bound
+    // function plus a state object, and a tunnel carries about a dozen such listeners on its layers.
     conn.on("data", (chunk: Buffer) => this.#onData(chunk));
-    conn.once("end", () => this.close());
-    conn.once("close", () => this.close());
+    conn.on("end", () => this.close());
+    conn.on("close", () => this.close());
     conn.on("error", (err) => this.close(err));
 
     if (this.#opts.keepAliveIntervalMs > 0) {
@@ -272,6 +274,14 @@ export class Session extends EventEmitter<SessionEvents> {
     }
   }
 
+  /** A stream is done: it leaves the table (and the accept backlog, if it never got out of it). */
+  #release(id: number): void {
+    if (!this.#streams.delete(id)) return;
+    const i = this.#backlog.findIndex((s) => s.id === id);
+    if (i >= 0) this.#backlog.splice(i, 1);
+    this.emit("streamClosed", id);
+  }
+
   #onPing(h: FrameHeader): void {
     if (h.flags & Flag.SYN) {
       this.#writer.control(FrameType.Ping, Flag.ACK, 0, h.length);
@@ -310,35 +320,60 @@ export class Session extends EventEmitter<SessionEvents> {
       },
     );
   }
+}
 
-  #makeHost(): StreamHost {
-    const session = this;
-    const opts = this.#opts;
-    const writer = this.#writer;
-    return {
-      get closed() {
-        return session.#closed;
-      },
-      maxFrameSize: opts.maxFrameSize,
-      maxStreamWindow: opts.maxStreamWindow,
-      streamOpenTimeoutMs: opts.streamOpenTimeoutMs,
-      get rttMs() {
-        return session.#rttMs;
-      },
-      get writable() {
-        return writer.writable;
-      },
-      sendControl: (type, flags, id, length) => writer.control(type, flags, id, length),
-      sendFin: (id) => writer.ordered(FrameType.WindowUpdate, Flag.FIN, id, undefined),
-      sendData: (id, payload, done) => writer.ordered(FrameType.Data, 0, id, payload, done),
-      waitWritable: (fn) => writer.waitWritable(fn),
-      release: (id) => {
-        if (!session.#streams.delete(id)) return;
-        const i = session.#backlog.findIndex((s) => s.id === id);
-        if (i >= 0) session.#backlog.splice(i, 1);
-        session.emit("streamClosed", id);
-      },
-    };
+/**
+ * What the streams of one session use of it: limits, the writer, and the way out of its table.
+ * A class rather than an object literal: V8 keeps literals with getters in dictionary mode, which
+ * costs about a kilobyte per session.
+ */
+class SessionHost implements StreamHost {
+  readonly maxFrameSize: number;
+  readonly maxStreamWindow: number;
+  readonly streamOpenTimeoutMs: number;
+  readonly #session: Session;
+  readonly #writer: FrameWriter;
+  readonly #release: (id: number) => void;
+
+  constructor(session: Session, writer: FrameWriter, opts: ResolvedOptions, release: (id: number) => void) {
+    this.maxFrameSize = opts.maxFrameSize;
+    this.maxStreamWindow = opts.maxStreamWindow;
+    this.streamOpenTimeoutMs = opts.streamOpenTimeoutMs;
+    this.#session = session;
+    this.#writer = writer;
+    this.#release = release;
+  }
+
+  get closed(): boolean {
+    return this.#session.closed;
+  }
+
+  get rttMs(): number {
+    return this.#session.rttMs;
+  }
+
+  get writable(): boolean {
+    return this.#writer.writable;
+  }
+
+  sendControl(type: FrameType, flags: number, id: number, length: number): void {
+    this.#writer.control(type, flags, id, length);
+  }
+
+  sendFin(id: number): void {
+    this.#writer.ordered(FrameType.WindowUpdate, Flag.FIN, id, undefined);
+  }
+
+  sendData(id: number, payload: Uint8Array, done?: (err?: Error | null) => void): void {
+    this.#writer.ordered(FrameType.Data, 0, id, payload, done);
+  }
+
+  waitWritable(fn: () => void): void {
+    this.#writer.waitWritable(fn);
+  }
+
+  release(id: number): void {
+    this.#release(id);
   }
 }
 

@@ -61,6 +61,7 @@ describe("agentk configuration", () => {
       token: config.token,
       kasHeaders: {},
       kasInsecureSkipTlsVerify: false,
+      keepAliveIntervalMs: 55_000,
       pod: {},
       kubernetes: { kind: "none" },
       services: [],
@@ -89,6 +90,8 @@ describe("agentk configuration", () => {
         "--kas-insecure-skip-tls-verify",
         "--kas-tls-server-name",
         "kas.internal",
+        "--keepalive-interval",
+        "20s",
         "--kubeconfig",
         kubeconfig,
         "--service",
@@ -109,6 +112,7 @@ describe("agentk configuration", () => {
       kasHeaders: { "X-Tenant": "blue", Cookie: "a=b; c=d" },
       kasInsecureSkipTlsVerify: true,
       kasTlsServerName: "kas.internal",
+      keepAliveIntervalMs: 20_000,
       pod: { name: "agentk-7d9f-abcde", namespace: "gitlab-agent" },
       kubernetes: { kind: "kubeconfig", paths: [kubeconfig] },
       services: [
@@ -130,7 +134,9 @@ describe("agentk configuration", () => {
       AGENTK_SERVICES: "a=http://a:1,b=http://b:2",
       AGENTK_OBSERVABILITY_LISTEN_ADDRESS: "[::1]:9090",
       AGENTK_KAS_INSECURE_SKIP_TLS_VERIFY: "true",
+      AGENTK_KEEPALIVE_INTERVAL: "1m",
     });
+    expect(config.keepAliveIntervalMs).toBe(60_000);
     expect(config.kasAddress).toBe("ws://127.0.0.1:8150/");
     expect(config.token.reveal()).toBe(TOKEN);
     expect(config.logLevel).toBe("warn");
@@ -247,6 +253,12 @@ describe("agentk configuration", () => {
       [...BASE, "T", "--log-level", "chatty"],
       {},
       "--log-level: expected one of trace, debug",
+    ],
+    [
+      "a keepalive interval without a unit",
+      [...BASE, "T", "--keepalive-interval", "55"],
+      {},
+      '--keepalive-interval: expected a duration like "300s"',
     ],
     [
       "a missing kubeconfig",

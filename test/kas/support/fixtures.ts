@@ -6,6 +6,8 @@ import { SignJWT } from "jose";
 import { buildKasConfig, type KasConfig } from "../../../cmd/kas/config/index.ts";
 import { createLogger, type Logger } from "../../../cmd/kas/observability/index.ts";
 
+export { until } from "../../support/until.ts";
+
 export const TOKEN = "dev-token-for-agent-42";
 export const OTHER_TOKEN = "dev-token-for-agent-43";
 export const THIRD_TOKEN = "dev-token-for-agent-44";
@@ -62,17 +64,4 @@ export function freePort(): Promise<number> {
       s.close(() => resolve(port));
     });
   });
-}
-
-/** Resolves once `predicate` holds, polling every 20 ms, or rejects after `ms`. */
-export async function until(
-  predicate: () => boolean | Promise<boolean>,
-  ms = 5000,
-  what = "condition",
-): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await predicate())) {
-    if (Date.now() > deadline) throw new Error(`${what} not met within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }

@@ -32,9 +32,19 @@ export async function portsEnv(): Promise<Record<string, string>> {
   return env;
 }
 
-/** Spawns `kas` (cmd/kas/main.ts under tsx) and waits for its "kas listening" line. */
-export async function spawnKas(env: Record<string, string>, timeoutMs = 20_000): Promise<KasProcess> {
-  const child = spawn(process.execPath, ["--import", "tsx", MAIN], {
+export interface SpawnKasOptions {
+  timeoutMs?: number;
+  /** kas's entry point: a .ts file runs under tsx (default cmd/kas/main.ts), a .js file (the build) as is. */
+  entry?: string;
+}
+
+/** Spawns `kas` and waits for its "kas listening" line. */
+export async function spawnKas(
+  env: Record<string, string>,
+  { timeoutMs = 20_000, entry = MAIN }: SpawnKasOptions = {},
+): Promise<KasProcess> {
+  const args = entry.endsWith(".ts") ? ["--import", "tsx", entry] : [entry];
+  const child = spawn(process.execPath, args, {
     env: { PATH: process.env.PATH, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -1,5 +1,5 @@
 // Preloaded into kas only when the runner profiles (BENCH_SCALE_PROFILE), so kas's code needs no
-// hook for the bench. Each SIGUSR2 does one step and then writes done-<seq> to BENCH_SCALE_PROBE_DIR:
+// hook for the bench. Plain JavaScript: kas runs from the build, without a TypeScript loader. Each SIGUSR2 does one step and then writes done-<seq> to BENCH_SCALE_PROBE_DIR:
 //   memory | snapshot: memory-<seq>.json (process.memoryUsage(), V8 heap spaces), and with
 //                      "snapshot" heap-<seq>.heapsnapshot too
 //   cpu:               odd signals start the CPU profiler, even ones write cpu-<seq>.cpuprofile
@@ -11,9 +11,11 @@ import v8 from "node:v8";
 const dir = process.env.BENCH_SCALE_PROBE_DIR;
 const mode = process.env.BENCH_SCALE_PROFILE;
 let seq = 0;
-let inspector: Session | undefined;
+/** @type {Session | undefined} */
+let inspector;
 
-async function step(n: number): Promise<void> {
+/** @param {number} n */
+async function step(n) {
   if (mode === "cpu") {
     if (!inspector) {
       inspector = new Session();
@@ -22,15 +24,15 @@ async function step(n: number): Promise<void> {
       await inspector.post("Profiler.start");
     } else {
       const { profile } = await inspector.post("Profiler.stop");
-      writeFileSync(join(dir!, `cpu-${n}.cpuprofile`), JSON.stringify(profile));
+      writeFileSync(join(dir, `cpu-${n}.cpuprofile`), JSON.stringify(profile));
       inspector.disconnect();
       inspector = undefined;
     }
     return;
   }
-  if (mode === "snapshot") v8.writeHeapSnapshot(join(dir!, `heap-${n}.heapsnapshot`));
+  if (mode === "snapshot") v8.writeHeapSnapshot(join(dir, `heap-${n}.heapsnapshot`));
   const memory = { usage: process.memoryUsage(), spaces: v8.getHeapSpaceStatistics() };
-  writeFileSync(join(dir!, `memory-${n}.json`), JSON.stringify(memory));
+  writeFileSync(join(dir, `memory-${n}.json`), JSON.stringify(memory));
 }
 
 if (dir) {
