@@ -2,7 +2,7 @@
 // agentk, the in-cluster agent. This file composes the modules; each lives in its own folder.
 import { realpathSync } from "node:fs";
 import { pathToFileURL } from "node:url";
-import { ConfigError } from "../kas/config/errors.ts";
+import { ConfigError } from "../common/config/errors.ts";
 import { createAgent } from "./agent.ts";
 import { type AgentkConfig, agentkHelp, loadAgentkConfig } from "./config/index.ts";
 import {

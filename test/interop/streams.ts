@@ -1,6 +1,8 @@
 import { createHash, randomBytes } from "node:crypto";
 import type { Readable, Writable } from "node:stream";
 
+export { readAll } from "../support/read-all.ts";
+
 export { randomBytes };
 
 export function sha256(data: Buffer | string): string {
@@ -26,16 +28,6 @@ export function digestOf(readable: Readable): Promise<{ hex: string; bytes: numb
       bytes += c.length;
     });
     readable.once("end", () => resolve({ hex: h.digest("hex"), bytes }));
-    readable.once("error", reject);
-  });
-}
-
-/** Reads to the end and returns everything; for small replies. */
-export function readAll(readable: Readable): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    readable.on("data", (c: Buffer) => chunks.push(c));
-    readable.once("end", () => resolve(Buffer.concat(chunks)));
     readable.once("error", reject);
   });
 }

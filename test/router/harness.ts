@@ -4,7 +4,10 @@ import { Router, type RouterOptions } from "../../lib/router/index.ts";
 import { Kind, StreamDispatcher } from "../../lib/tunnel/header/index.ts";
 import { serveTunnels, TunnelClient, type TunnelServer } from "../../lib/tunnel/session/index.ts";
 import { HandshakeRejection } from "../../lib/tunnel/transport/index.ts";
+import { readAll } from "../support/read-all.ts";
 import type { RedisServer } from "../support/redis-server.ts";
+
+export { readAll };
 
 export const SECRET = randomBytes(32);
 export const PREFIX = "test:router:";
@@ -92,15 +95,6 @@ export async function ask(router: Router, agentId: string, text = "ping", timeou
   );
   stream.end(text);
   return (await readAll(stream)).toString();
-}
-
-export function readAll(stream: Duplex): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    stream.on("data", (c: Buffer) => chunks.push(c));
-    stream.once("end", () => resolve(Buffer.concat(chunks)));
-    stream.once("error", reject);
-  });
 }
 
 /**

@@ -1,5 +1,6 @@
 import { once } from "node:events";
 import net from "node:net";
+import { Duplex } from "node:stream";
 import { Session, type SessionOptions } from "../../lib/tunnel/yamux/index.ts";
 
 /** A connected pair of loopback TCP sockets; Nagle off unless `noDelay` is false. */
@@ -42,4 +43,30 @@ export async function sessionPair(
       for (const s of sockets) s.destroy();
     },
   };
+}
+
+/**
+ * Two connected in-process byte streams whose bytes arrive `delayMs` after they are written, in
+ * order: a long path, for logic that depends on the round-trip time. In-flight bytes are not
+ * bounded here (the protocol on top bounds them).
+ */
+export function delayedStreamPair(delayMs: number): [Duplex, Duplex] {
+  const ends: Duplex[] = [];
+  const make = (peer: () => Duplex) =>
+    new Duplex({
+      read() {},
+      write(chunk: Buffer, _encoding, callback) {
+        setTimeout(() => peer().push(chunk), delayMs);
+        callback();
+      },
+      final(callback) {
+        setTimeout(() => peer().push(null), delayMs);
+        callback();
+      },
+    });
+  ends.push(
+    make(() => ends[1]!),
+    make(() => ends[0]!),
+  );
+  return [ends[0]!, ends[1]!];
 }

@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
-import type { AgentToken } from "../../kas/auth/token.ts";
-import { ConfigError, type ConfigIssue } from "../../kas/config/errors.ts";
+import type { AgentToken } from "../../common/agent-token.ts";
+import { ConfigError, type ConfigIssue } from "../../common/config/errors.ts";
 import {
   type ListenAddress,
   type LogLevel,
@@ -11,7 +11,7 @@ import {
   parseLogLevel,
   parseUrl,
   ValueError,
-} from "../../kas/config/values.ts";
+} from "../../common/config/values.ts";
 import { AGENTK_FLAGS } from "./flags.ts";
 import { parseKasHeaders } from "./headers.ts";
 import { type KubeConfigSource, podNamespace, resolveKubeConfig, SERVICE_ACCOUNT_DIR } from "./kubernetes.ts";

@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { parse as parseYaml } from "yaml";
-import { parseUrl, ValueError } from "../../kas/config/values.ts";
+import { parseUrl, ValueError } from "../../common/config/values.ts";
 
 /** An in-cluster HTTP service kas may reach through the tunnel, by name; nothing else is reachable. */
 export interface AllowedService {

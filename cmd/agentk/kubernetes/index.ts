@@ -1,7 +1,7 @@
 // The Kubernetes API proxy module: HTTP that kas sends over the tunnel (already authenticated
 // by kas), forwarded to the API server with agentk's own credentials.
 
-import { kubeStatus } from "../../kas/kubernetes-proxy/status.ts";
+import { kubeStatus } from "../../common/kubernetes-status.ts";
 import type { KubeConfigSource } from "../config/index.ts";
 import { createForwarder, type Forwarder, type ForwarderOptions } from "../proxy/forward.ts";
 import { kubernetesUpstream } from "./upstream.ts";

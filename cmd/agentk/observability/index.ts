@@ -1,7 +1,7 @@
-// agentk's observability: the same logger, probes and metrics server as kas (daemon-agnostic
-// modules under cmd/kas/observability), with agentk's metric names.
+// agentk's observability: the same logger, probes and metrics server as kas (cmd/common), with
+// agentk's metric names.
 import type { Registry } from "prom-client";
-import { createRegistry, RequestMetrics, TunnelMetrics } from "../../kas/observability/metrics.ts";
+import { createRegistry, RequestMetrics, TunnelMetrics } from "../../common/observability/index.ts";
 
 export {
   type CheckResult,
@@ -11,7 +11,7 @@ export {
   type ReadinessCheck,
   ReadinessChecks,
   serveObservability,
-} from "../../kas/observability/index.ts";
+} from "../../common/observability/index.ts";
 
 export interface AgentkMetrics {
   registry: Registry;

@@ -1,5 +1,5 @@
+import { tokenDigest } from "../../common/agent-token.ts";
 import { AgentAuthError } from "./errors.ts";
-import { tokenDigest } from "./token.ts";
 import type { AgentAuthenticator, AgentInfo, AuthenticateOptions } from "./types.ts";
 
 export interface CacheOptions {

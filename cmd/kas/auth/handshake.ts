@@ -1,7 +1,7 @@
 import type { HandshakeRequest } from "../../../lib/tunnel/index.ts";
 import { HandshakeRejection } from "../../../lib/tunnel/index.ts";
+import { AgentToken, tokenFingerprint } from "../../common/agent-token.ts";
 import { AgentAuthError, type AgentAuthErrorCode } from "./errors.ts";
-import { AgentToken, tokenFingerprint } from "./token.ts";
 import type { AgentAuthenticator, AgentInfo } from "./types.ts";
 
 /** What kas knows about the agent at the other end of a tunnel (`session.identity`). */

@@ -1,3 +1,4 @@
+export { AgentToken, tokenDigest, tokenFingerprint } from "../../common/agent-token.ts";
 export { parseAgentInfoResponse } from "./agent-info.ts";
 export { CachedAuthenticator, type CacheOptions } from "./cached-authenticator.ts";
 export { AgentAuthError, type AgentAuthErrorCode } from "./errors.ts";
@@ -27,7 +28,6 @@ export {
   type StaticAgent,
   StaticTokenAuthenticator,
 } from "./static-authenticator.ts";
-export { AgentToken, tokenDigest, tokenFingerprint } from "./token.ts";
 export type {
   AgentAuthenticator,
   AgentInfo,

@@ -1,8 +1,8 @@
 import { timingSafeEqual } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { parse as parseYaml } from "yaml";
+import { tokenDigest } from "../../common/agent-token.ts";
 import { AgentAuthError } from "./errors.ts";
-import { tokenDigest } from "./token.ts";
 import type { AgentAuthenticator, AgentInfo } from "./types.ts";
 
 export interface StaticAgent {

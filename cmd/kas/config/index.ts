@@ -1,5 +1,6 @@
+export { ConfigError, type ConfigIssue, formatIssue } from "../../common/config/errors.ts";
+export * from "../../common/config/values.ts";
 export { type KasArgs, kasHelp, parseKasArgs } from "./cli.ts";
-export { ConfigError, type ConfigIssue, formatIssue } from "./errors.ts";
 export { buildKasConfig, type LoadKasConfigOptions, loadKasConfig, parseYaml } from "./load.ts";
 export {
   envNameOf,
@@ -10,4 +11,3 @@ export {
   type TlsFiles,
 } from "./schema.ts";
 export { decodeSecret, type KasSecrets, readKasSecrets, SECRET_BYTES } from "./secrets.ts";
-export * from "./values.ts";

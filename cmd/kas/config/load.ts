@@ -1,9 +1,9 @@
 import { readFile } from "node:fs/promises";
 import { basename } from "node:path";
 import { parseDocument } from "yaml";
-import { ConfigError, type ConfigIssue } from "./errors.ts";
+import { ConfigError, type ConfigIssue } from "../../common/config/errors.ts";
+import { type ListenAddress, ValueError } from "../../common/config/values.ts";
 import { envNameOf, type FieldSpec, KAS_FIELDS, type KasConfig, propertyNameOf } from "./schema.ts";
-import { ValueError } from "./values.ts";
 
 export interface LoadKasConfigOptions {
   /** YAML (or JSON) file; without it, defaults and the environment only. */
@@ -127,6 +127,22 @@ function checkCombinations(values: Map<string, unknown>, issues: ConfigIssue[]):
     issues.push({
       field: "private_api.listen.authentication_secret_file",
       message: "required when redis.server.address is set (kas replicas authenticate each other with it)",
+    });
+  }
+  // Peers dial the URL a replica advertises in Redis; a bind-all address is not one they can dial.
+  const privateListen = values.get("private_api.listen.address") as ListenAddress | undefined;
+  if (
+    has("redis.server.address") &&
+    !has("private_api.own_url") &&
+    privateListen &&
+    anyHost(privateListen.host)
+  ) {
+    issues.push({
+      field: "private_api.own_url",
+      message:
+        `required when redis.server.address is set and private_api.listen.address binds every interface ` +
+        `(port ${privateListen.port}): other replicas cannot dial that; set the URL they reach this one at, ` +
+        `e.g. ws://<pod IP>:${privateListen.port} (or OWN_PRIVATE_API_URL)`,
     });
   }
   for (const listener of ["agent.listen", "agent.kubernetes_api.listen", "api.listen"]) {

@@ -14,7 +14,7 @@ import {
   parseString,
   parseUrl,
   parseUrlPath,
-} from "./values.ts";
+} from "../../common/config/values.ts";
 
 export interface FieldSpec {
   /** Dotted path in the YAML file, e.g. "agent.listen.address". */

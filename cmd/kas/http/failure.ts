@@ -1,6 +1,7 @@
 import { errors as undiciErrors } from "undici";
 import { NoTunnelError, PeerRejectedError, RegistryUnavailableError } from "../../../lib/router/index.ts";
 import { HeaderError, RejectCode, StreamRejectedError } from "../../../lib/tunnel/index.ts";
+import { REASONS } from "../../common/kubernetes-status.ts";
 
 /**
  * What a front answers when a request could not be carried to the agent: an HTTP status, the
@@ -11,18 +12,6 @@ export interface ProxyFailure {
   reason: string;
   message: string;
 }
-
-export const REASONS: Readonly<Record<number, string>> = {
-  400: "BadRequest",
-  401: "Unauthorized",
-  403: "Forbidden",
-  404: "NotFound",
-  405: "MethodNotAllowed",
-  500: "InternalError",
-  502: "BadGateway",
-  503: "ServiceUnavailable",
-  504: "Timeout",
-};
 
 export function failure(status: number, message: string): ProxyFailure {
   return { status, reason: REASONS[status] ?? "Unknown", message };

@@ -6,6 +6,6 @@ export {
   type ForwardOptions,
   SERVICE_NAME,
 } from "./agent-proxy.ts";
-export { describeProxyError, failure, type ProxyFailure, REASONS } from "./failure.ts";
+export { describeProxyError, failure, type ProxyFailure } from "./failure.ts";
 export { type HttpListener, type HttpListenOptions, listenHttp, type UpgradeListener } from "./listen.ts";
 export { rawError } from "./raw-error.ts";

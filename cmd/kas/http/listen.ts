@@ -3,8 +3,8 @@ import * as http from "node:http";
 import * as https from "node:https";
 import type { AddressInfo, Socket } from "node:net";
 import type { Duplex } from "node:stream";
+import type { ListenAddress } from "../../common/config/values.ts";
 import type { TlsFiles } from "../config/index.ts";
-import type { ListenAddress } from "../config/values.ts";
 
 export type UpgradeListener = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void;
 

@@ -1,3 +1,4 @@
+export { type KubeStatus, kubeStatus } from "../../common/kubernetes-status.ts";
 export {
   type AuthorizeProxyRequest,
   agentTokenAccess,
@@ -5,4 +6,3 @@ export {
   ProxyAccessError,
 } from "./access.ts";
 export { KUBERNETES_SERVICE, type KubernetesProxyOptions, serveKubernetesProxy } from "./server.ts";
-export { type KubeStatus, kubeStatus } from "./status.ts";

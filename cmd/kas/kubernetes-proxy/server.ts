@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
+import { kubeStatus } from "../../common/kubernetes-status.ts";
 import type { ListenConfig } from "../config/index.ts";
 import {
   type AgentHttpProxy,
@@ -13,7 +14,6 @@ import {
 } from "../http/index.ts";
 import type { RequestMetrics } from "../observability/index.ts";
 import { type AuthorizeProxyRequest, type ProxyAccess, ProxyAccessError } from "./access.ts";
-import { kubeStatus } from "./status.ts";
 
 /** The service name agentk serves its Kubernetes API proxy under. */
 export const KUBERNETES_SERVICE = "kubernetes";

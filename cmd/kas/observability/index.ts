@@ -1,11 +1,3 @@
-export { createLogger, type Logger, type LoggerOptions } from "./logger.ts";
-export {
-  createKasMetrics,
-  createRegistry,
-  type KasMetrics,
-  RequestMetrics,
-  TunnelMetrics,
-} from "./metrics.ts";
-export { type CheckResult, type ReadinessCheck, ReadinessChecks } from "./readiness.ts";
-export { REDACT_PATHS, REDACTED, scrubString, scrubValue } from "./redact.ts";
-export { type ObservabilityOptions, type ObservabilityServer, serveObservability } from "./server.ts";
+// kas's observability: the daemon-agnostic pieces from cmd/common, and kas's own metrics.
+export * from "../../common/observability/index.ts";
+export { createKasMetrics, type KasMetrics } from "./metrics.ts";

@@ -90,6 +90,7 @@ private_api:
   listen:
     address: "[::]:8155"
     authentication_secret_file: /etc/kas/private_api_secret
+  own_url: ws://10.0.0.7:8155
 `,
     );
     const config = await loadKasConfig({ configFile: path, env: {} });
@@ -115,6 +116,28 @@ private_api:
     expect(lines).toContainEqual(
       expect.stringContaining("private_api.listen.authentication_secret_file: required"),
     );
+  });
+
+  test("redis with a bind-all private API needs own_url (peers cannot dial 0.0.0.0)", () => {
+    const clustered = {
+      ...MINIMAL,
+      redis: { server: { address: "r:6379" } },
+      private_api: { listen: { address: "0.0.0.0:8155", authentication_secret_file: "/s" } },
+    };
+    expect(issuesOf(() => buildKasConfig(clustered, {}))).toContainEqual(
+      expect.stringContaining("private_api.own_url: required when redis.server.address is set"),
+    );
+    const advertised = {
+      ...clustered,
+      private_api: { ...clustered.private_api, own_url: "ws://10.0.0.7:8155" },
+    };
+    expect(buildKasConfig(advertised, {}).privateApi.ownUrl).toBe("ws://10.0.0.7:8155/");
+    // A specific address is what peers dial when own_url is unset (one host, several replicas).
+    const local = {
+      ...clustered,
+      private_api: { listen: { address: "127.0.0.1:8155", authentication_secret_file: "/s" } },
+    };
+    expect(buildKasConfig(local, {}).privateApi.ownUrl).toBeUndefined();
   });
 
   test("environment variables override the file", async () => {

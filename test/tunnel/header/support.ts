@@ -1,20 +1,12 @@
 import type { Readable } from "node:stream";
 
 export { sessionPair } from "../../support/loopback.ts";
+export { readAll } from "../../support/read-all.ts";
 
 /**
  * Everything the readable yields until it ends. Not `for await`: finishing the iterator destroys
  * the stream, which would reset a Duplex whose writable side is still in use.
  */
-export function readAll(stream: Readable): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    stream.on("data", (chunk: Buffer) => chunks.push(chunk));
-    stream.once("end", () => resolve(Buffer.concat(chunks)));
-    stream.once("error", reject);
-  });
-}
-
 /** Resolves once the stream has closed (any cause); rejects after `ms`. */
 export function closed(stream: Readable, ms: number): Promise<void> {
   if (stream.closed) return Promise.resolve();

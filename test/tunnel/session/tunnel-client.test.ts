@@ -8,7 +8,7 @@ import {
   type TunnelServer,
   type TunnelSession,
 } from "../../../lib/tunnel/index.ts";
-import { readAll } from "./support.ts";
+import { readText } from "../../support/read-all.ts";
 
 const cleanup: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -60,10 +60,10 @@ test("keeps a tunnel up and carries streams both ways", async () => {
   });
   const st = await c.open();
   st.end("ping");
-  expect(await readAll(st)).toBe("ping");
+  expect(await readText(st)).toBe("ping");
   const down = await sessions[0]!.open();
   down.end();
-  expect(await readAll(down)).toBe("from the agent");
+  expect(await readText(down)).toBe("from the agent");
   expect(served).toEqual(["stream 2"]);
 });
 
@@ -96,7 +96,7 @@ test("reconnects when the server comes back after a restart", async () => {
   expect(second.sessions).toHaveLength(1);
   const st = await session.open();
   st.end("after restart");
-  expect(await readAll(st)).toBe("after restart");
+  expect(await readText(st)).toBe("after restart");
 });
 
 test("GoAway: the replacement is dialed before the old tunnel lets its streams finish", async () => {
@@ -116,7 +116,7 @@ test("GoAway: the replacement is dialed before the old tunnel lets its streams f
   expect(c.active).toBe(replacement);
   expect(old.closed).toBe(false); // still carrying its stream
 
-  const reading = readAll(inFlight);
+  const reading = readText(inFlight);
   inFlight.end("finished after it");
   expect(await reading).toBe("started before the drain, finished after it");
   await drained;
@@ -124,7 +124,7 @@ test("GoAway: the replacement is dialed before the old tunnel lets its streams f
 
   const next = await c.open();
   next.end("on the new tunnel");
-  expect(await readAll(next)).toBe("on the new tunnel");
+  expect(await readText(next)).toBe("on the new tunnel");
   expect(sessions[1]!.stats.bytesIn).toBeGreaterThan(0);
 });
 

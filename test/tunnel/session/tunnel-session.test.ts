@@ -8,7 +8,7 @@ import {
   type TunnelServer,
   TunnelSession,
 } from "../../../lib/tunnel/index.ts";
-import { readAll } from "./support.ts";
+import { readText } from "../../support/read-all.ts";
 
 let server: TunnelServer<{ agent: string }> | undefined;
 afterEach(async () => server?.close(100));
@@ -43,11 +43,11 @@ test("streams flow both ways over one WebSocket and the server knows who is on t
 
   const up = await client.open();
   up.end("agent -> server");
-  expect(await readAll(up)).toBe("agent -> server");
+  expect(await readText(up)).toBe("agent -> server");
 
   const down = await accepted[0]!.open();
   down.end();
-  expect(await readAll(down)).toBe("hello from the agent to 2");
+  expect(await readText(down)).toBe("hello from the agent to 2");
 
   expect(accepted[0]!.identity).toEqual({ agent: "agent-1" });
   expect(accepted[0]!.role).toBe("server");
@@ -102,7 +102,7 @@ test("drain: GoAway, in-flight streams finish, then the tunnel closes", async ()
   await goaway;
   expect(client.draining).toBe(true);
   await expect(client.open()).rejects.toMatchObject({ code: "ERR_YAMUX_REMOTE_GOAWAY" });
-  const reading = readAll(st);
+  const reading = readText(st);
   st.end("second half");
   expect(await reading).toBe("first half, second half");
   await drained;
