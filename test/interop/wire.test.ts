@@ -197,6 +197,8 @@ describe("server script: accept and echo, open its own stream, answer a ping, Go
     st.end(await deadline(readAll(st), 5_000, "read stream 1"));
     const st2 = await s.open();
     st2.end("world");
+    // Both FINs out before GoAway: as a control frame it would overtake a stream frame still queued.
+    await raw.waitFor(isFin(1), "our FIN on stream 1");
     await raw.waitFor(isFin(st2.id), "our FIN on stream 2");
     await raw.waitFor((f) => f.type === T.Ping, "our ping answer");
     s.goAway(GoAwayCode.Normal);
