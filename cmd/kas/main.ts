@@ -4,6 +4,7 @@ import { realpathSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 import { ConfigError, kasHelp, loadKasConfig, parseKasArgs, readKasSecrets } from "./config/index.ts";
 import { createLogger } from "./observability/index.ts";
+import { redisConnection } from "./routing/index.ts";
 import { createKasServer } from "./server.ts";
 
 /** Exit codes: 0 done, 1 failed while running, 2 bad usage or configuration. */
@@ -35,7 +36,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   try {
     const addresses = await kas.start();
     // Tests and operators read the bound addresses from this line.
-    log.info({ addresses, redis: config.redis.server.address !== undefined }, "kas listening");
+    log.info({ addresses, redis: redisConnection(config.redis) !== undefined }, "kas listening");
     const signal = await signalled;
     log.info({ signal, graceMs: config.shutdownGracePeriodMs }, "shutting down");
     await kas.stop();

@@ -29,15 +29,22 @@ export interface Replica {
   close(): Promise<void>;
 }
 
+export interface ReplicaOptions {
+  /** Peer JWT settings over the shared test secret. */
+  auth?: Partial<NonNullable<RouterOptions["privateApi"]>["auth"]>;
+  /** Redis connection settings over `redis.connection` (password file, TLS, Sentinel). */
+  redis?: Partial<NonNullable<RouterOptions["redis"]>>;
+}
+
 export async function startReplica(
   name: string,
   redis: RedisServer,
-  extra: Partial<NonNullable<RouterOptions["privateApi"]>["auth"]> = {},
+  options: ReplicaOptions = {},
 ): Promise<Replica> {
   const router = new Router({
     replicaId: name,
-    privateApi: { host: "127.0.0.1", auth: { secret: SECRET, ...extra } },
-    redis: { server: redis.connection, keyPrefix: PREFIX, ...FAST },
+    privateApi: { host: "127.0.0.1", auth: { secret: SECRET, ...options.auth } },
+    redis: { server: redis.connection, keyPrefix: PREFIX, ...FAST, ...options.redis },
     defaultTimeoutMs: 2000,
   });
   await router.start();

@@ -70,7 +70,7 @@ describe("peer authentication", () => {
   });
 
   it("a replica with the wrong secret gets PeerRejectedError, not a timeout", async () => {
-    const rogue = await startReplica("rogue", redis, { secret: randomBytes(32) });
+    const rogue = await startReplica("rogue", redis, { auth: { secret: randomBytes(32) } });
     try {
       expect(await ask(b.router, "801")).toBe("801\nping"); // the agent is reachable
       const start = Date.now();

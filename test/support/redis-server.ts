@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -12,6 +12,10 @@ export interface RedisServerOptions {
   readyTimeoutMs?: number;
   /** Extra `redis-server` arguments, e.g. `["--requirepass", "x"]`. */
   args?: string[];
+  /** TLS only (the plain port is off): certificate and key files, PEM. Clients are not asked for certificates. */
+  tls?: { certFile: string; keyFile: string };
+  /** Run as a Sentinel that monitors the master `masterName` at 127.0.0.1:`masterPort` (quorum 1). */
+  sentinel?: { masterName: string; masterPort: number };
 }
 
 /**
@@ -53,15 +57,29 @@ export class RedisServer {
   /** (Re)starts on the same address; resolves once it accepts connections. */
   async start(): Promise<void> {
     if (this.#proc) return;
+    const { tls, sentinel } = this.#opts;
     const listen = this.path
       ? ["--port", "0", "--unixsocket", this.path, "--unixsocketperm", "700"]
-      : ["--port", String(this.port), "--bind", this.host];
+      : tls
+        ? ["--port", "0", "--tls-port", String(this.port), "--bind", this.host]
+        : ["--port", String(this.port), "--bind", this.host];
+    // A Sentinel needs a configuration file of its own (it rewrites it), given first.
+    const conf = join(this.#dir, "sentinel.conf");
+    if (sentinel) {
+      await writeFile(conf, `sentinel monitor ${sentinel.masterName} 127.0.0.1 ${sentinel.masterPort} 1\n`);
+    }
     const args = [
+      ...(sentinel ? [conf, "--sentinel"] : []),
       ...listen,
-      ...["--save", "", "--appendonly", "no", "--dir", this.#dir, "--daemonize", "no"],
+      ...(tls
+        ? ["--tls-cert-file", tls.certFile, "--tls-key-file", tls.keyFile, "--tls-auth-clients", "no"]
+        : []),
+      ...(sentinel ? [] : ["--save", "", "--appendonly", "no"]),
+      ...["--dir", this.#dir, "--daemonize", "no"],
       ...["--loglevel", "notice", "--logfile", ""],
       ...(this.#opts.args ?? []),
     ];
+    const readyLine = sentinel ? /\+monitor master/ : /ready to accept connections/i;
     const proc = spawn("redis-server", args, { stdio: ["ignore", "pipe", "pipe"] });
     this.#proc = proc;
     let output = "";
@@ -75,7 +93,7 @@ export class RedisServer {
       );
       proc.stdout!.on("data", (chunk: Buffer) => {
         output += chunk.toString();
-        if (/ready to accept connections/i.test(output)) {
+        if (readyLine.test(output)) {
           clearTimeout(timer);
           resolve();
         }

@@ -78,6 +78,22 @@ export function parseDuration(raw: unknown): number {
   return Math.round(parts.reduce((ms, [, n, unit]) => ms + Number(n) * DURATION_UNITS[unit!]!, 0));
 }
 
+/** A list of host:port: a YAML sequence, or one string with commas (as an environment variable). */
+export function parseEndpointList(raw: unknown): Endpoint[] {
+  const items = Array.isArray(raw) ? raw : text(raw, "a list of host:port").split(",");
+  const list = items.map((item) => (typeof item === "string" ? item.trim() : item)).filter((i) => i !== "");
+  if (list.length === 0) throw new ValueError("expected at least one host:port");
+  return list.map((item) => parseEndpoint(item));
+}
+
+export function parseNonNegativeInt(raw: unknown): number {
+  const value = text(raw, "an integer >= 0");
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(Number(value))) {
+    throw new ValueError(`expected an integer >= 0, got ${show(raw)}`);
+  }
+  return Number(value);
+}
+
 export function parsePositiveInt(raw: unknown): number {
   const value = text(raw, "a positive integer");
   if (!/^\d+$/.test(value) || Number(value) < 1 || !Number.isSafeInteger(Number(value))) {

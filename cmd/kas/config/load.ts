@@ -123,29 +123,39 @@ function checkCombinations(values: Map<string, unknown>, issues: ConfigIssue[]):
       message: "required when gitlab.address is set",
     });
   }
-  if (has("redis.server.address") && !has("private_api.listen.authentication_secret_file")) {
+  const sentinel = has("redis.sentinel.master_name") || has("redis.sentinel.addresses");
+  if (has("redis.sentinel.master_name") !== has("redis.sentinel.addresses")) {
+    const missing = has("redis.sentinel.master_name") ? "addresses" : "master_name";
+    issues.push({
+      field: `redis.sentinel.${missing}`,
+      message: "required: master_name and addresses go together",
+    });
+  }
+  if (sentinel && has("redis.server.address")) {
+    issues.push({
+      field: "redis.sentinel",
+      message: "set either redis.server.address or redis.sentinel, not both",
+    });
+  }
+  const clustered = has("redis.server.address") || sentinel;
+  if (clustered && !has("private_api.listen.authentication_secret_file")) {
     issues.push({
       field: "private_api.listen.authentication_secret_file",
-      message: "required when redis.server.address is set (kas replicas authenticate each other with it)",
+      message: "required when Redis is configured (kas replicas authenticate each other with it)",
     });
   }
   // Peers dial the URL a replica advertises in Redis; a bind-all address is not one they can dial.
   const privateListen = values.get("private_api.listen.address") as ListenAddress | undefined;
-  if (
-    has("redis.server.address") &&
-    !has("private_api.own_url") &&
-    privateListen &&
-    anyHost(privateListen.host)
-  ) {
+  if (clustered && !has("private_api.own_url") && privateListen && anyHost(privateListen.host)) {
     issues.push({
       field: "private_api.own_url",
       message:
-        `required when redis.server.address is set and private_api.listen.address binds every interface ` +
+        `required when Redis is configured and private_api.listen.address binds every interface ` +
         `(port ${privateListen.port}): other replicas cannot dial that; set the URL they reach this one at, ` +
         `e.g. ws://<pod IP>:${privateListen.port} (or OWN_PRIVATE_API_URL)`,
     });
   }
-  for (const listener of ["agent.listen", "agent.kubernetes_api.listen", "api.listen"]) {
+  for (const listener of ["agent.listen", "agent.kubernetes_api.listen", "api.listen", "redis.tls"]) {
     if (has(`${listener}.certificate_file`) !== has(`${listener}.key_file`)) {
       const missing = has(`${listener}.certificate_file`) ? "key_file" : "certificate_file";
       issues.push({

@@ -8,8 +8,10 @@ import {
   parseBool,
   parseDuration,
   parseEndpoint,
+  parseEndpointList,
   parseListenAddress,
   parseLogLevel,
+  parseNonNegativeInt,
   parsePositiveInt,
   parseString,
   parseUrl,
@@ -177,9 +179,30 @@ export const KAS_FIELDS: readonly FieldSpec[] = [
     path: "redis.server.address",
     parse: parseEndpoint,
     kind: "host:port",
-    doc: "Redis shared by the kas replicas. Unset: a single replica, no cross-replica routing.",
+    doc: "Redis shared by the kas replicas (or redis.sentinel). Unset: a single replica, no cross-replica routing.",
   },
+  {
+    path: "redis.sentinel.master_name",
+    parse: parseString,
+    kind: "string",
+    doc: "Redis Sentinel: the master group to ask the sentinels for (instead of redis.server).",
+  },
+  {
+    path: "redis.sentinel.addresses",
+    parse: parseEndpointList,
+    kind: "host:port list",
+    doc: "Redis Sentinel: the sentinels (YAML list, or comma-separated in the environment).",
+  },
+  { path: "redis.sentinel.sentinel_password_file", ...file, doc: "Password of the sentinels themselves." },
+  { path: "redis.username", parse: parseString, kind: "string", doc: "Redis ACL user name." },
   { path: "redis.password_file", ...file, doc: "Redis password." },
+  {
+    path: "redis.database_index",
+    parse: parseNonNegativeInt,
+    kind: "integer",
+    default: 0,
+    doc: "Redis database number.",
+  },
   {
     path: "redis.key_prefix",
     parse: parseString,
@@ -188,7 +211,24 @@ export const KAS_FIELDS: readonly FieldSpec[] = [
     doc: "Prefix of kas's Redis keys.",
   },
   { path: "redis.dial_timeout", ...duration, default: "5s", doc: "Redis connect timeout." },
-  { path: "redis.tls", parse: parseBool, kind: "boolean", default: false, doc: "Connect to Redis over TLS." },
+  {
+    path: "redis.tls.enabled",
+    parse: parseBool,
+    kind: "boolean",
+    default: false,
+    doc: "Connect to Redis (and the sentinels) over TLS.",
+  },
+  {
+    path: "redis.tls.ca_certificate_file",
+    ...file,
+    doc: "Extra CA certificate(s), PEM, to trust for Redis.",
+  },
+  {
+    path: "redis.tls.certificate_file",
+    ...file,
+    doc: "Client certificate, PEM, for a Redis that requires one (with key_file).",
+  },
+  { path: "redis.tls.key_file", ...file, doc: "Client private key, PEM (with certificate_file)." },
   {
     path: "shutdown_grace_period",
     ...duration,
@@ -244,10 +284,13 @@ export interface KasConfig {
   privateApi: { listen: { address: ListenAddress; authenticationSecretFile?: string }; ownUrl?: string };
   redis: {
     server: { address?: Endpoint };
+    sentinel: { masterName?: string; addresses?: Endpoint[]; sentinelPasswordFile?: string };
+    username?: string;
     passwordFile?: string;
+    databaseIndex: number;
     keyPrefix: string;
     dialTimeoutMs: number;
-    tls: boolean;
+    tls: TlsFiles & { enabled: boolean; caCertificateFile?: string };
   };
   shutdownGracePeriodMs: number;
 }

@@ -41,12 +41,24 @@ export async function readKasSecrets(config: KasConfig): Promise<KasSecrets> {
       config.privateApi.listen.authenticationSecretFile,
     ),
   };
-  if (config.redis.passwordFile !== undefined) {
+  /** A file read now, so that a missing or unreadable one is reported with its field before starting. */
+  const text = async (field: string, path: string | undefined) => {
+    if (path === undefined) return undefined;
     try {
-      secrets.redisPassword = (await readFile(config.redis.passwordFile, "utf8")).trim();
+      return (await readFile(path, "utf8")).trim();
     } catch (err) {
-      issues.push({ field: "redis.password_file", message: describe(err, config.redis.passwordFile) });
+      issues.push({ field, message: describe(err, path) });
+      return undefined;
     }
+  };
+  const { redis } = config;
+  secrets.redisPassword = await text("redis.password_file", redis.passwordFile);
+  // The router reads these itself when it connects; checked here for a clear startup error.
+  await text("redis.sentinel.sentinel_password_file", redis.sentinel.sentinelPasswordFile);
+  if (redis.tls.enabled) {
+    await text("redis.tls.ca_certificate_file", redis.tls.caCertificateFile);
+    await text("redis.tls.certificate_file", redis.tls.certificateFile);
+    await text("redis.tls.key_file", redis.tls.keyFile);
   }
   if (issues.length > 0) throw new ConfigError(issues);
   for (const key of Object.keys(secrets) as (keyof KasSecrets)[])

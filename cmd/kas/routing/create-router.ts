@@ -1,4 +1,4 @@
-import { Router, type RouterOptions } from "../../../lib/router/index.ts";
+import { type RedisConnectionOptions, Router, type RouterOptions } from "../../../lib/router/index.ts";
 import type { KasConfig, KasSecrets } from "../config/index.ts";
 import type { ReadinessChecks } from "../observability/index.ts";
 
@@ -12,19 +12,19 @@ export interface KasRouterOptions {
 }
 
 /**
- * The router kas runs: with `redis.server.address`, clustered (Redis registry, the private
+ * The router kas runs: with `redis.server.address` or `redis.sentinel`, clustered (Redis registry, the private
  * kas-to-kas API on `private_api.listen.address`, peers authenticated with the private API
  * secret, advertising `private_api.own_url`) and a "redis" readiness check; without it,
  * single-replica (local tunnels only). Started on return.
  */
 export async function createKasRouter(options: KasRouterOptions): Promise<Router> {
   const { config, secrets, readiness, log } = options;
-  const redisAddress = config.redis.server.address;
   const defaultTimeoutMs = config.agent.dialTimeoutMs;
-  if (redisAddress === undefined) return new Router({ defaultTimeoutMs }).start();
+  const redis = redisConnection(config.redis);
+  if (redis === undefined) return new Router({ defaultTimeoutMs }).start();
 
   if (secrets.privateApiSecret === undefined) {
-    throw new Error("private_api.listen.authentication_secret_file is required with redis.server.address");
+    throw new Error("private_api.listen.authentication_secret_file is required when Redis is configured");
   }
   const listen = config.privateApi.listen.address;
   const router = new Router({
@@ -38,9 +38,7 @@ export async function createKasRouter(options: KasRouterOptions): Promise<Router
       auth: { secret: secrets.privateApiSecret },
     },
     redis: {
-      server: { host: redisAddress.host, port: redisAddress.port },
-      ...(config.redis.passwordFile !== undefined && { passwordFile: config.redis.passwordFile }),
-      tls: config.redis.tls,
+      ...redis,
       connectTimeoutMs: config.redis.dialTimeoutMs,
       keyPrefix: `${config.redis.keyPrefix}:router:`,
       ...options.redisOverrides,
@@ -52,6 +50,30 @@ export async function createKasRouter(options: KasRouterOptions): Promise<Router
     if (!router.cluster.connected) throw new Error("not connected to Redis");
   });
   return router;
+}
+
+/** kas's `redis` section as the router's connection settings; undefined when Redis is not configured. */
+export function redisConnection(redis: KasConfig["redis"]): RedisConnectionOptions | undefined {
+  const { server, sentinel, tls } = redis;
+  if (server.address === undefined && sentinel.masterName === undefined) return undefined;
+  return {
+    ...(server.address !== undefined && { server: { host: server.address.host, port: server.address.port } }),
+    ...(sentinel.masterName !== undefined && {
+      sentinel: {
+        masterName: sentinel.masterName,
+        addresses: sentinel.addresses ?? [],
+        ...(sentinel.sentinelPasswordFile !== undefined && { passwordFile: sentinel.sentinelPasswordFile }),
+      },
+    }),
+    ...(redis.username !== undefined && { username: redis.username }),
+    ...(redis.passwordFile !== undefined && { passwordFile: redis.passwordFile }),
+    db: redis.databaseIndex,
+    tls: tls.enabled && {
+      ...(tls.caCertificateFile !== undefined && { caFile: tls.caCertificateFile }),
+      ...(tls.certificateFile !== undefined && { certFile: tls.certificateFile }),
+      ...(tls.keyFile !== undefined && { keyFile: tls.keyFile }),
+    },
+  };
 }
 
 /** `http(s)://` own URLs (GitLab's kas accepts grpc-style ones) become the `ws(s)://` peers dial. */

@@ -1,1 +1,1 @@
-export { createKasRouter, type KasRouterOptions, toWebSocketUrl } from "./create-router.ts";
+export { createKasRouter, type KasRouterOptions, redisConnection, toWebSocketUrl } from "./create-router.ts";

@@ -59,7 +59,14 @@ describe("kas configuration", () => {
       },
       api: { listen: { address: { host: "127.0.0.1", port: 8153 } } },
       privateApi: { listen: { address: { host: "127.0.0.1", port: 8155 } } },
-      redis: { server: {}, keyPrefix: "gitlab-kas", dialTimeoutMs: 5000, tls: false },
+      redis: {
+        server: {},
+        sentinel: {},
+        databaseIndex: 0,
+        keyPrefix: "gitlab-kas",
+        dialTimeoutMs: 5000,
+        tls: { enabled: false },
+      },
       shutdownGracePeriodMs: 30_000,
     });
   });
@@ -118,6 +125,75 @@ private_api:
     );
   });
 
+  test("redis through Sentinel, with ACL user, database, and TLS with a private CA", () => {
+    const config = buildKasConfig(
+      {
+        ...MINIMAL,
+        redis: {
+          sentinel: {
+            master_name: "gitlab-redis",
+            addresses: ["sentinel-0:26379", "sentinel-1:26379"],
+            sentinel_password_file: "/s/sentinel",
+          },
+          username: "kas",
+          password_file: "/s/redis",
+          database_index: 3,
+          tls: { enabled: true, ca_certificate_file: "/tls/ca.pem" },
+        },
+        private_api: { listen: { authentication_secret_file: "/s/private" } },
+      },
+      {},
+    );
+    expect(config.redis).toMatchObject({
+      server: {},
+      sentinel: {
+        masterName: "gitlab-redis",
+        addresses: [
+          { host: "sentinel-0", port: 26379 },
+          { host: "sentinel-1", port: 26379 },
+        ],
+        sentinelPasswordFile: "/s/sentinel",
+      },
+      username: "kas",
+      passwordFile: "/s/redis",
+      databaseIndex: 3,
+      tls: { enabled: true, caCertificateFile: "/tls/ca.pem" },
+    });
+    // In the environment the sentinels are one comma-separated value.
+    const fromEnv = buildKasConfig(MINIMAL, {
+      KAS_REDIS_SENTINEL_MASTER_NAME: "m",
+      KAS_REDIS_SENTINEL_ADDRESSES: "a:1, b:2",
+      KAS_PRIVATE_API_LISTEN_AUTHENTICATION_SECRET_FILE: "/s",
+    });
+    expect(fromEnv.redis.sentinel.addresses).toEqual([
+      { host: "a", port: 1 },
+      { host: "b", port: 2 },
+    ]);
+  });
+
+  test.each([
+    [
+      { sentinel: { master_name: "m" } },
+      "redis.sentinel.addresses: required: master_name and addresses go together",
+    ],
+    [{ sentinel: { addresses: ["a:1"] } }, "redis.sentinel.master_name: required"],
+    [
+      { server: { address: "r:6379" }, sentinel: { master_name: "m", addresses: ["a:1"] } },
+      "redis.sentinel: set either redis.server.address or redis.sentinel, not both",
+    ],
+    [
+      { server: { address: "r:6379" }, sentinel: { master_name: "m", addresses: [] } },
+      "redis.sentinel.addresses: expected at least one host:port",
+    ],
+    [
+      { server: { address: "r:6379" }, tls: { enabled: true, certificate_file: "/c" } },
+      "redis.tls.key_file: required",
+    ],
+  ])("redis %j is refused: %s", (redis, message) => {
+    const doc = { ...MINIMAL, redis, private_api: { listen: { authentication_secret_file: "/s" } } };
+    expect(issuesOf(() => buildKasConfig(doc, {}))).toContainEqual(expect.stringContaining(message));
+  });
+
   test("redis with a bind-all private API needs own_url (peers cannot dial 0.0.0.0)", () => {
     const clustered = {
       ...MINIMAL,
@@ -125,7 +201,7 @@ private_api:
       private_api: { listen: { address: "0.0.0.0:8155", authentication_secret_file: "/s" } },
     };
     expect(issuesOf(() => buildKasConfig(clustered, {}))).toContainEqual(
-      expect.stringContaining("private_api.own_url: required when redis.server.address is set"),
+      expect.stringContaining("private_api.own_url: required when Redis is configured"),
     );
     const advertised = {
       ...clustered,
@@ -149,7 +225,7 @@ private_api:
         KAS_AGENT_LISTEN_ADDRESS: "0.0.0.0:9150",
         KAS_OBSERVABILITY_LOGGING_LEVEL: "WARN",
         KAS_AGENT_INFO_CACHE_TTL: "30s",
-        KAS_REDIS_TLS: "true",
+        KAS_REDIS_TLS_ENABLED: "true",
         KAS_GITLAB_ADDRESS: "http://gitlab:8080",
         KAS_GITLAB_AUTHENTICATION_SECRET_FILE: "/s",
         OWN_PRIVATE_API_URL: "ws://10.0.0.5:8155",
@@ -159,7 +235,7 @@ private_api:
     expect(config.agent.listen.address).toEqual({ host: "0.0.0.0", port: 9150 });
     expect(config.observability.logging.level).toBe("warn");
     expect(config.agent.infoCacheTtlMs).toBe(30_000);
-    expect(config.redis.tls).toBe(true);
+    expect(config.redis.tls.enabled).toBe(true);
     expect(config.gitlab.address).toBe("http://gitlab:8080/");
     expect(config.privateApi.ownUrl).toBe("ws://10.0.0.5:8155/");
     expect(config.api.listen.address.port).toBe(8153);
@@ -208,8 +284,9 @@ private_api:
       'observability.prometheus.url_path: expected a path starting with "/"',
     ],
     ["redis.server.address", ":6379", "redis.server.address: expected host:port with a host"],
-    ["redis.tls", "yes", 'redis.tls: expected true or false, got "yes"'],
+    ["redis.tls.enabled", "yes", 'redis.tls.enabled: expected true or false, got "yes"'],
     ["redis.key_prefix", "", "redis.key_prefix: must not be empty"],
+    ["redis.database_index", "-1", 'redis.database_index: expected an integer >= 0, got "-1"'],
     [
       "private_api.own_url",
       "grpc://x:1",
@@ -235,13 +312,13 @@ private_api:
     const issues = issuesOf(() =>
       buildKasConfig(
         { agent: { listen: { address: "x" }, info_cache_ttl: "y" } },
-        { KAS_REDIS_TLS: "maybe" },
+        { KAS_REDIS_TLS_ENABLED: "maybe" },
       ),
     );
     expect(issues.map((i) => i.split(":")[0])).toEqual([
       "agent.listen.address",
       "agent.info_cache_ttl",
-      "redis.tls",
+      "redis.tls.enabled",
       "gitlab.address",
     ]);
   });

@@ -1,11 +1,14 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { randomUUID } from "node:crypto";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Redis, type RedisOptions } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readKasSecrets } from "../../../cmd/kas/config/index.ts";
 import { ReadinessChecks } from "../../../cmd/kas/observability/index.ts";
 import { createKasRouter, toWebSocketUrl } from "../../../cmd/kas/routing/index.ts";
 import { RedisServer } from "../../support/redis-server.ts";
+import { testPki } from "../../support/tls-certs.ts";
 import { inProcessConfig, until, writeFixtures } from "../support/fixtures.ts";
 
 describe("kas router from configuration", () => {
@@ -60,6 +63,70 @@ describe("kas router from configuration", () => {
       await until(async () => (await readiness.run()).ok, 5000, "ready again");
     } finally {
       await router.close({ graceMs: 0 });
+    }
+  });
+
+  it("redis over TLS (private CA, ACL user and password, database 2) and through Sentinel: ready", async () => {
+    const pki = await testPki();
+    const [certFile, keyFile, caFile, passwordFile] = ["redis.crt", "redis.key", "ca.crt", "redis-pw"].map(
+      (f) => join(dir, f),
+    ) as [string, string, string, string];
+    await Promise.all([
+      writeFile(certFile, pki.cert),
+      writeFile(keyFile, pki.key),
+      writeFile(caFile, pki.caCert),
+      writeFile(passwordFile, "kas-password\n"),
+    ]);
+    const tlsRedis = await RedisServer.start({
+      tls: { certFile, keyFile },
+      args: ["--user", "default", "off", "--user", "kas", "on", ">kas-password", "~*", "&*", "+@all"],
+    });
+    const sentinel = await RedisServer.start({ sentinel: { masterName: "kas", masterPort: redis.port } });
+    /** Starts kas's router on `redisSection`; once ready, the keys under its prefix, read with `client`. */
+    const keysWritten = async (redisSection: Record<string, unknown>, client: RedisOptions) => {
+      const config = inProcessConfig({
+        agent: { static_tokens_file: files.tokensFile },
+        redis: { key_prefix: `kas-${randomUUID()}`, ...redisSection },
+        private_api: { listen: { authentication_secret_file: files.privateSecretFile } },
+      });
+      const readiness = new ReadinessChecks();
+      const router = await createKasRouter({ config, secrets: await readKasSecrets(config), readiness });
+      const direct = new Redis({ ...client, lazyConnect: true });
+      try {
+        await until(async () => (await readiness.run()).ok, 5000, "ready with Redis");
+        await direct.connect();
+        // The replica's liveness key: in the Redis (and database) the configuration names.
+        return await direct.keys(`${config.redis.keyPrefix}:*`);
+      } finally {
+        direct.disconnect();
+        await router.close({ graceMs: 0 });
+      }
+    };
+    try {
+      const overTls = {
+        server: { address: `localhost:${tlsRedis.port}` },
+        username: "kas",
+        password_file: passwordFile,
+        database_index: 2,
+        tls: { enabled: true, ca_certificate_file: caFile },
+      };
+      const tlsClient = {
+        host: "localhost",
+        port: tlsRedis.port,
+        username: "kas",
+        password: "kas-password",
+        db: 2,
+        tls: { ca: pki.caCert },
+      };
+      expect(await keysWritten(overTls, tlsClient)).not.toEqual([]);
+      const viaSentinel = { sentinel: { master_name: "kas", addresses: [`127.0.0.1:${sentinel.port}`] } };
+      expect(await keysWritten(viaSentinel, { host: "127.0.0.1", port: redis.port })).not.toEqual([]);
+      // Without the CA, the server's certificate is not trusted: never ready.
+      const untrusted = { ...overTls, tls: { enabled: true } };
+      await expect(keysWritten(untrusted, tlsClient)).rejects.toThrow(/ready with Redis not met/);
+    } finally {
+      await sentinel.close();
+      await tlsRedis.close();
     }
   });
 
