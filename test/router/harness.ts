@@ -48,15 +48,7 @@ export async function startReplica(
     defaultTimeoutMs: 2000,
   });
   await router.start();
-  const agents = await serveTunnels<string>({
-    host: "127.0.0.1",
-    authenticate: (req) => {
-      const id = req.headers["x-agent-id"];
-      if (typeof id !== "string") throw new HandshakeRejection(401, "x-agent-id required");
-      return id;
-    },
-    onSession: (session) => router.register(session.identity, session),
-  });
+  const agents = await serveAgents(router);
   return {
     name,
     router,
@@ -68,12 +60,25 @@ export async function startReplica(
   };
 }
 
+/** The agent-facing listener of a kas, reduced to registration: the agent id comes in `x-agent-id`. */
+export function serveAgents(router: Router): Promise<TunnelServer<string>> {
+  return serveTunnels<string>({
+    host: "127.0.0.1",
+    authenticate: (req) => {
+      const id = req.headers["x-agent-id"];
+      if (typeof id !== "string") throw new HandshakeRejection(401, "x-agent-id required");
+      return id;
+    },
+    onSession: (session) => router.register(session.identity, session),
+  });
+}
+
 /**
  * An agent: every HTTP-kind stream is answered with "<agent id>\n" followed by an echo of what
  * it receives, so a response names the agent that served it.
  */
 export function startAgent(
-  replica: Replica,
+  replica: Pick<Replica, "agents">,
   agentId: string,
   onStream?: (stream: Duplex) => void,
 ): TunnelClient {

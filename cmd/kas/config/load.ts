@@ -155,7 +155,22 @@ function checkCombinations(values: Map<string, unknown>, issues: ConfigIssue[]):
         `e.g. ws://<pod IP>:${privateListen.port} (or OWN_PRIVATE_API_URL)`,
     });
   }
-  for (const listener of ["agent.listen", "agent.kubernetes_api.listen", "api.listen", "redis.tls"]) {
+  const ownUrl = values.get("private_api.own_url") as string | undefined;
+  if (has("private_api.listen.certificate_file") && ownUrl !== undefined && /^(ws|http):/.test(ownUrl)) {
+    issues.push({
+      field: "private_api.own_url",
+      message:
+        "must be wss:// or https:// when the private API serves TLS (private_api.listen.certificate_file)",
+    });
+  }
+  const tlsPairs = [
+    "agent.listen",
+    "agent.kubernetes_api.listen",
+    "api.listen",
+    "private_api.listen",
+    "redis.tls",
+  ];
+  for (const listener of tlsPairs) {
     if (has(`${listener}.certificate_file`) !== has(`${listener}.key_file`)) {
       const missing = has(`${listener}.certificate_file`) ? "key_file" : "certificate_file";
       issues.push({

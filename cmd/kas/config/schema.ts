@@ -169,6 +169,17 @@ export const KAS_FIELDS: readonly FieldSpec[] = [
     doc: "Secret (32 bytes, base64) signing the JWTs kas replicas present to each other.",
   },
   {
+    path: "private_api.listen.certificate_file",
+    ...file,
+    doc: "TLS certificate, PEM, of the private API (with key_file); own_url is then wss:// or https://.",
+  },
+  { path: "private_api.listen.key_file", ...file, doc: "TLS private key, PEM (with certificate_file)." },
+  {
+    path: "private_api.listen.ca_certificate_file",
+    ...file,
+    doc: "Extra CA certificate(s), PEM, to trust for other replicas' private API.",
+  },
+  {
     path: "private_api.own_url",
     parse: (v) => parseUrl(v, ["ws", "wss", "http", "https"]),
     kind: "URL",
@@ -281,7 +292,10 @@ export interface KasConfig {
     logging: { level: LogLevel };
   };
   api: { listen: ListenConfig & { authenticationSecretFile?: string } };
-  privateApi: { listen: { address: ListenAddress; authenticationSecretFile?: string }; ownUrl?: string };
+  privateApi: {
+    listen: ListenConfig & { authenticationSecretFile?: string; caCertificateFile?: string };
+    ownUrl?: string;
+  };
   redis: {
     server: { address?: Endpoint };
     sentinel: { masterName?: string; addresses?: Endpoint[]; sentinelPasswordFile?: string };

@@ -53,7 +53,11 @@ export async function readKasSecrets(config: KasConfig): Promise<KasSecrets> {
   };
   const { redis } = config;
   secrets.redisPassword = await text("redis.password_file", redis.passwordFile);
-  // The router reads these itself when it connects; checked here for a clear startup error.
+  // The files below are read again where they are used; read here for a clear startup error.
+  const privateListen = config.privateApi.listen;
+  await text("private_api.listen.certificate_file", privateListen.certificateFile);
+  await text("private_api.listen.key_file", privateListen.keyFile);
+  await text("private_api.listen.ca_certificate_file", privateListen.caCertificateFile);
   await text("redis.sentinel.sentinel_password_file", redis.sentinel.sentinelPasswordFile);
   if (redis.tls.enabled) {
     await text("redis.tls.ca_certificate_file", redis.tls.caCertificateFile);

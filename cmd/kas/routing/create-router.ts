@@ -1,3 +1,4 @@
+import { readFile } from "node:fs/promises";
 import { type RedisConnectionOptions, Router, type RouterOptions } from "../../../lib/router/index.ts";
 import type { KasConfig, KasSecrets } from "../config/index.ts";
 import type { ReadinessChecks } from "../observability/index.ts";
@@ -26,12 +27,17 @@ export async function createKasRouter(options: KasRouterOptions): Promise<Router
   if (secrets.privateApiSecret === undefined) {
     throw new Error("private_api.listen.authentication_secret_file is required when Redis is configured");
   }
-  const listen = config.privateApi.listen.address;
+  const listen = config.privateApi.listen;
   const router = new Router({
     defaultTimeoutMs,
     privateApi: {
-      ...(listen.host !== undefined && { host: listen.host }),
-      port: listen.port,
+      ...(listen.address.host !== undefined && { host: listen.address.host }),
+      port: listen.address.port,
+      ...(listen.certificateFile !== undefined &&
+        listen.keyFile !== undefined && {
+          tls: { cert: await readFile(listen.certificateFile), key: await readFile(listen.keyFile) },
+        }),
+      ...(listen.caCertificateFile !== undefined && { dial: { caFile: listen.caCertificateFile } }),
       ...(config.privateApi.ownUrl !== undefined && {
         advertiseUrl: toWebSocketUrl(config.privateApi.ownUrl),
       }),

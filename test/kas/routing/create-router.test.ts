@@ -4,9 +4,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis, type RedisOptions } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readKasSecrets } from "../../../cmd/kas/config/index.ts";
+import { type ConfigError, readKasSecrets } from "../../../cmd/kas/config/index.ts";
 import { ReadinessChecks } from "../../../cmd/kas/observability/index.ts";
 import { createKasRouter, toWebSocketUrl } from "../../../cmd/kas/routing/index.ts";
+import { ask, eventually, serveAgents, startAgent } from "../../router/harness.ts";
 import { RedisServer } from "../../support/redis-server.ts";
 import { testPki } from "../../support/tls-certs.ts";
 import { inProcessConfig, until, writeFixtures } from "../support/fixtures.ts";
@@ -128,6 +129,69 @@ describe("kas router from configuration", () => {
       await sentinel.close();
       await tlsRedis.close();
     }
+  });
+
+  it("private API over TLS: a replica reaches an agent on another over wss, trusting the configured CA", async () => {
+    const pki = await testPki();
+    const [certFile, keyFile, caFile] = ["peer.crt", "peer.key", "peer-ca.crt"].map((f) => join(dir, f)) as [
+      string,
+      string,
+      string,
+    ];
+    await Promise.all([
+      writeFile(certFile, pki.cert),
+      writeFile(keyFile, pki.key),
+      writeFile(caFile, pki.caCert),
+    ]);
+    const keyPrefix = `kas-${randomUUID()}`;
+    const replica = async () => {
+      const config = inProcessConfig({
+        agent: { static_tokens_file: files.tokensFile },
+        redis: { server: { address: `127.0.0.1:${redis.port}` }, key_prefix: keyPrefix },
+        private_api: {
+          listen: {
+            authentication_secret_file: files.privateSecretFile,
+            certificate_file: certFile,
+            key_file: keyFile,
+            ca_certificate_file: caFile,
+          },
+        },
+      });
+      return createKasRouter({ config, secrets: await readKasSecrets(config) });
+    };
+    const [a, b] = await Promise.all([replica(), replica()]);
+    const agents = await serveAgents(a);
+    const agent = startAgent({ agents }, "7");
+    try {
+      expect(a.privateUrl).toMatch(/^wss:\/\//);
+      await agent.ready(5000);
+      expect((await eventually(() => ask(b, "7", "over tls"), 5000)).value).toBe("7\nover tls");
+    } finally {
+      await agent.stop(200);
+      await agents.close(200);
+      await Promise.all([a.close({ graceMs: 0 }), b.close({ graceMs: 0 })]);
+    }
+  });
+
+  it("a TLS private API with a ws:// own_url is refused at configuration", () => {
+    const issues = (() => {
+      try {
+        inProcessConfig({
+          agent: { static_tokens_file: files.tokensFile },
+          redis: { server: { address: "127.0.0.1:6379" } },
+          private_api: {
+            listen: { authentication_secret_file: "/s", certificate_file: "/c", key_file: "/k" },
+            own_url: "ws://10.0.0.1:8155",
+          },
+        });
+        return [];
+      } catch (err) {
+        return (err as ConfigError).issues.map((i) => `${i.field}: ${i.message}`);
+      }
+    })();
+    expect(issues).toEqual([
+      "private_api.own_url: must be wss:// or https:// when the private API serves TLS (private_api.listen.certificate_file)",
+    ]);
   });
 
   it("own_url given as http(s) becomes ws(s)", () => {
