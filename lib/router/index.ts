@@ -32,6 +32,7 @@ export {
   resolveRedisOptions,
 } from "./redis-options.ts";
 export {
+  type AgentDescription,
   type Candidate,
   DEFAULT_KEY_PREFIX,
   RedisRegistry,

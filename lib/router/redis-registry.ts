@@ -31,6 +31,13 @@ export interface Candidate {
   url: string;
 }
 
+/** What a live replica said about one of its agents (`describe`). */
+export interface AgentDescription {
+  replicaId: string;
+  agentId: string;
+  info: string;
+}
+
 export interface RedisRegistryEvents {
   /** Another replica registered a tunnel to `agentId`. */
   announce: [agentId: string, candidate: Candidate];
@@ -52,6 +59,9 @@ export interface RedisRegistryEvents {
  *   is written on registration and refreshed rarely (HSET + PEXPIRE per agent per refresh), so
  *   agents cost 2 commands per refresh period each, spread evenly over the period.
  * - channel `P announce`: one message per new tunnel, so waiting replicas need not poll.
+ * - `P replicas` = set of replica ids, and `P info:<id>` = hash agent id -> what that replica says
+ *   about the agent (`describe`), with the liveness TTL: listing agents cluster-wide reads one hash
+ *   per live replica.
  * A lookup keeps the entries not expired whose replica's liveness key still exists, so a crashed
  * replica drops out within the liveness TTL even though its agent entries linger until theirs.
  */
@@ -68,6 +78,8 @@ export class RedisRegistry extends EventEmitter<RedisRegistryEvents> {
   readonly #agentRefresh: number;
   /** Agents held here -> when their entry is next refreshed (epoch ms). */
   readonly #held = new Map<string, number>();
+  /** What this replica says about its agents (`describe`). */
+  readonly #infos = new Map<string, string>();
   #livenessDue = 0;
   #dirty = true;
   #republishing = false;
@@ -146,6 +158,55 @@ export class RedisRegistry extends EventEmitter<RedisRegistryEvents> {
   }
 
   /**
+   * Publishes what this replica says about `agentId` (any text, e.g. JSON), or withdraws it
+   * (`undefined`). Every replica lists it with `described()` while this one is alive.
+   */
+  describe(agentId: string, info: string | undefined): void {
+    const key = this.#infoKey(this.replicaId);
+    if (info === undefined) {
+      if (!this.#infos.delete(agentId) || !this.connected) return;
+      this.#commands.hdel(key, agentId).catch((err: Error) => this.#failed(err));
+      return;
+    }
+    this.#infos.set(agentId, info);
+    if (!this.connected) return;
+    const p = this.#commands.pipeline();
+    p.hset(key, agentId, info);
+    p.pexpire(key, this.#livenessTtl);
+    this.#exec(p);
+  }
+
+  /**
+   * What every live replica (this one included) has said about its agents. Fails fast with
+   * RegistryUnavailableError when Redis cannot answer.
+   */
+  async described(): Promise<AgentDescription[]> {
+    if (!this.connected) throw new RegistryUnavailableError(`Redis connection is ${this.#commands.status}`);
+    try {
+      const ids = await this.#commands.smembers(this.#replicasKey);
+      if (ids.length === 0) return [];
+      const urls = await this.#commands.mget(ids.map((id) => this.#replicaKey(id)));
+      const gone = ids.filter((_, i) => !urls[i]);
+      if (gone.length > 0) this.#commands.srem(this.#replicasKey, ...gone).catch(() => {});
+      const live = ids.filter((_, i) => urls[i]);
+      const p = this.#commands.pipeline();
+      for (const id of live) p.hgetall(this.#infoKey(id));
+      const results = (await p.exec()) ?? [];
+      return live.flatMap((replicaId, i) => {
+        const [err, hash] = results[i] ?? [new Error("no reply")];
+        if (err) throw err;
+        return Object.entries(hash as Record<string, string>).map(([agentId, info]) => ({
+          replicaId,
+          agentId,
+          info,
+        }));
+      });
+    } catch (err) {
+      throw new RegistryUnavailableError((err as Error).message, { cause: err });
+    }
+  }
+
+  /**
    * Other live replicas that hold a tunnel to `agentId`, in random order (spreads load).
    * Fails fast with RegistryUnavailableError when Redis cannot answer.
    */
@@ -178,10 +239,12 @@ export class RedisRegistry extends EventEmitter<RedisRegistryEvents> {
     if (options.unpublish !== false && this.connected) {
       const p = this.#commands.pipeline();
       for (const agentId of this.#held.keys()) p.hdel(this.#agentKey(agentId), this.replicaId);
-      p.del(this.#replicaKey(this.replicaId));
+      p.del(this.#replicaKey(this.replicaId), this.#infoKey(this.replicaId));
+      p.srem(this.#replicasKey, this.replicaId);
       await p.exec().catch(() => {});
     }
     this.#held.clear();
+    this.#infos.clear();
     this.#subscriber.disconnect();
     this.#commands.disconnect();
   }
@@ -215,6 +278,7 @@ export class RedisRegistry extends EventEmitter<RedisRegistryEvents> {
         await checked(chunk.exec());
       }
       if (agents.length === 0) await checked(p.exec());
+      await this.#republishInfos();
       this.emit("republished", agents.length);
     } catch (err) {
       this.#failed(err as Error);
@@ -223,8 +287,24 @@ export class RedisRegistry extends EventEmitter<RedisRegistryEvents> {
     }
   }
 
+  /**
+   * This replica's descriptions, written again from scratch (Redis may have lost them). One
+   * pipeline: a describe() made meanwhile goes out after it on the same connection, so it wins.
+   */
+  async #republishInfos(): Promise<void> {
+    const key = this.#infoKey(this.replicaId);
+    const entries = [...this.#infos];
+    const p = this.#commands.pipeline();
+    p.del(key);
+    for (let i = 0; i < entries.length; i += 500) p.hset(key, Object.fromEntries(entries.slice(i, i + 500)));
+    p.pexpire(key, this.#livenessTtl);
+    await checked(p.exec());
+  }
+
   #writeLiveness(p: Pipeline, now: number): void {
     p.set(this.#replicaKey(this.replicaId), this.url, "PX", this.#livenessTtl);
+    p.sadd(this.#replicasKey, this.replicaId);
+    p.pexpire(this.#infoKey(this.replicaId), this.#livenessTtl);
     this.#livenessDue = now + this.#livenessRefresh;
   }
 
@@ -263,6 +343,14 @@ export class RedisRegistry extends EventEmitter<RedisRegistryEvents> {
 
   #replicaKey(replicaId: string): string {
     return `${this.#prefix}replica:${replicaId}`;
+  }
+
+  #infoKey(replicaId: string): string {
+    return `${this.#prefix}info:${replicaId}`;
+  }
+
+  get #replicasKey(): string {
+    return `${this.#prefix}replicas`;
   }
 }
 

@@ -157,7 +157,7 @@ describe("kas process, end to end", () => {
       await redis.close();
     });
 
-    it("a request at the replica without the tunnel is forwarded; SIGTERM withdraws the replica from Redis", async () => {
+    it("a request at the replica without the tunnel is forwarded; either lists the agent; SIGTERM withdraws the replica from Redis", async () => {
       const shared = {
         KAS_REDIS_SERVER_ADDRESS: `127.0.0.1:${redis.port}`,
         KAS_REDIS_KEY_PREFIX: "e2e",
@@ -171,6 +171,15 @@ describe("kas process, end to end", () => {
       const res = await api(b, `/api/v1/agents/${AGENT_ID}/services/prometheus/metrics`);
       expect(res.status).toBe(200);
       expect(await res.text()).toBe("up 1\n");
+      // GitLab may ask any replica (they sit behind one load balancer): each lists the agent.
+      const listed = async (kas: KasProcess) =>
+        ((await (await api(kas, "/api/v1/agents?project_id=7")).json()) as { agents: unknown[] }).agents;
+      await until(async () => (await listed(b)).length > 0, 5000, "A's summary in Redis");
+      for (const kas of [a, b]) {
+        expect(await listed(kas)).toEqual([
+          expect.objectContaining({ agentId: AGENT_ID, projectId: "7", agentName: "prod", tunnels: 1 }),
+        ]);
+      }
       for (const kas of [a, b]) {
         const ready = await fetch(`${kas.addresses.observability}/readiness`);
         expect(ready.status).toBe(200);
@@ -185,6 +194,7 @@ describe("kas process, end to end", () => {
       a.child.kill("SIGTERM");
       expect(await a.exitCode()).toBe(0);
       expect(await client.hgetall(key)).toEqual({});
+      expect(await listed(b)).toEqual([]);
     });
   });
 });

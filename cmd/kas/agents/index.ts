@@ -1,7 +1,8 @@
 export {
-  type AgentListener,
-  type AgentListenerOptions,
-  type AgentSession,
+  type AgentFilter,
   type ConnectedAgent,
-  serveAgents,
-} from "./listener.ts";
+  mergeSummaries,
+  parseSummary,
+  summarize,
+} from "./connected-agents.ts";
+export { type AgentListener, type AgentListenerOptions, type AgentSession, serveAgents } from "./listener.ts";

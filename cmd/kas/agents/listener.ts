@@ -12,19 +12,15 @@ import {
 import type { AgentIdentity } from "../auth/index.ts";
 import type { ListenConfig } from "../config/index.ts";
 import type { TunnelMetrics } from "../observability/index.ts";
+import {
+  type AgentFilter,
+  type ConnectedAgent,
+  mergeSummaries,
+  parseSummary,
+  summarize,
+} from "./connected-agents.ts";
 
 export type AgentSession = TunnelSession<AgentIdentity>;
-
-/** An agent with tunnels at this replica, as the API lists it. */
-export interface ConnectedAgent {
-  agentId: string;
-  projectId: string;
-  agentName: string;
-  /** Tunnels up here (agent replicas x connections each). */
-  tunnels: number;
-  /** When the oldest of them connected. */
-  connectedSince: string;
-}
 
 export interface AgentListenerOptions {
   listen: ListenConfig;
@@ -49,8 +45,13 @@ export interface AgentListenerOptions {
 export interface AgentListener {
   readonly url: string;
   readonly server: TunnelServer<AgentIdentity>;
-  /** Agents with a tunnel here, optionally only those of one project. */
-  connectedAgents(filter?: { projectId?: string; agentId?: string }): ConnectedAgent[];
+  /** Agents with a tunnel at this replica, optionally only those of one project or one id. */
+  localAgents(filter?: AgentFilter): ConnectedAgent[];
+  /**
+   * Agents with a tunnel at any live replica (through Redis when clustered, else this replica's).
+   * Rejects with RegistryUnavailableError when Redis cannot answer.
+   */
+  connectedAgents(filter?: AgentFilter): Promise<ConnectedAgent[]>;
   /** Stop accepting, GoAway to every tunnel, give their streams `graceMs` to finish, close. */
   close(graceMs?: number): Promise<void>;
 }
@@ -65,6 +66,8 @@ export async function serveAgents(options: AgentListenerOptions): Promise<AgentL
     listen.certificateFile && listen.keyFile
       ? { cert: await readFile(listen.certificateFile), key: await readFile(listen.keyFile) }
       : undefined;
+  /** This replica's open tunnels per agent id. */
+  const byAgent = new Map<string, Set<AgentSession>>();
   const server = await serveTunnels<AgentIdentity>({
     ...(listen.address.host !== undefined && { host: listen.address.host }),
     port: listen.address.port,
@@ -77,6 +80,7 @@ export async function serveAgents(options: AgentListenerOptions): Promise<AgentL
       const { agentId, projectId } = session.identity;
       metrics?.track(session, agentId);
       router.register(agentId, session);
+      track(session);
       if (dispatcher) session.on("stream", (stream) => void dispatcher.handle(stream, session));
       if (options.maxConnectionAgeMs !== undefined) {
         const timer = setTimeout(
@@ -94,29 +98,44 @@ export async function serveAgents(options: AgentListenerOptions): Promise<AgentL
     },
   });
 
+  const localAgents = (filter: AgentFilter = {}) => {
+    const ids = filter.agentId !== undefined ? [filter.agentId] : byAgent.keys();
+    const summaries = [...ids].flatMap((id) => summarize(byAgent.get(id) ?? []) ?? []);
+    return mergeSummaries(summaries, filter);
+  };
+
   return {
     url: server.url,
     server,
-    connectedAgents(filter = {}) {
-      const byAgent = new Map<string, ConnectedAgent & { since: number }>();
-      for (const s of server.sessions) {
-        if (s.closed) continue;
-        const { agentId, projectId, agentName } = s.identity;
-        if (filter.projectId !== undefined && projectId !== filter.projectId) continue;
-        if (filter.agentId !== undefined && agentId !== filter.agentId) continue;
-        const since = s.stats.connectedAt.getTime();
-        const entry = byAgent.get(agentId);
-        if (entry) {
-          entry.tunnels++;
-          entry.since = Math.min(entry.since, since);
-        } else {
-          byAgent.set(agentId, { agentId, projectId, agentName, tunnels: 1, connectedSince: "", since });
-        }
-      }
-      return [...byAgent.values()]
-        .map(({ since, ...a }) => ({ ...a, connectedSince: new Date(since).toISOString() }))
-        .sort((a, b) => Number(a.agentId) - Number(b.agentId));
+    localAgents,
+    async connectedAgents(filter = {}) {
+      if (!router.clustered) return localAgents(filter);
+      const { cluster } = router;
+      const others = (await cluster.described()).flatMap((d) =>
+        d.replicaId === cluster.replicaId ? [] : (parseSummary(d.info) ?? []),
+      );
+      return mergeSummaries([...localAgents(filter), ...others], filter);
     },
     close: (graceMs = 30_000) => server.close(graceMs),
   };
+
+  /** Keeps the per-agent tunnel sets, and this replica's summary of the agent in Redis. */
+  function track(session: AgentSession): void {
+    const { agentId } = session.identity;
+    const tunnels = byAgent.get(agentId) ?? new Set<AgentSession>();
+    byAgent.set(agentId, tunnels);
+    tunnels.add(session);
+    publish(agentId);
+    session.on("close", () => {
+      tunnels.delete(session);
+      if (tunnels.size === 0 && byAgent.get(agentId) === tunnels) byAgent.delete(agentId);
+      publish(agentId);
+    });
+  }
+
+  function publish(agentId: string): void {
+    if (!router.clustered) return;
+    const summary = summarize(byAgent.get(agentId) ?? []);
+    router.cluster.describe(agentId, summary && JSON.stringify(summary));
+  }
 }

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
-import type { ConnectedAgent } from "../agents/index.ts";
+import { RegistryUnavailableError } from "../../../lib/router/index.ts";
+import type { AgentFilter, ConnectedAgent } from "../agents/index.ts";
 import type { ListenConfig } from "../config/index.ts";
 import type { AgentHttpProxy, AgentTarget } from "../http/agent-proxy.ts";
 import { SERVICE_NAME } from "../http/agent-proxy.ts";
@@ -14,8 +15,8 @@ export interface ApiServerOptions {
   listen: ListenConfig;
   /** Shared with GitLab (api.listen.authentication_secret_file). */
   secret: Uint8Array;
-  /** Agents with tunnels at this replica. */
-  agents: { connectedAgents(filter?: { projectId?: string }): ConnectedAgent[] };
+  /** Agents with tunnels at any live replica. */
+  agents: { connectedAgents(filter?: AgentFilter): Promise<ConnectedAgent[]> };
   proxy: AgentHttpProxy;
   metrics?: RequestMetrics;
   log?: { warn(obj: object, msg: string): void };
@@ -29,7 +30,7 @@ const SERVICE_PATH = /^\/api\/v1\/agents\/([^/]+)\/services\/([^/]+)(\/.*)?$/;
  * The API GitLab calls (8153). Every request carries GitLab's JWT in `Gitlab-Kas-Api-Request`;
  * without a valid one: 401. JSON in, JSON out:
  * - `GET /api/v1/agents[?project_id=N][&agent_id=N]` -> `{"agents": [{agentId, projectId, agentName, tunnels, connectedSince}]}`:
- *   agents with a tunnel at this replica.
+ *   agents with a tunnel at any live kas replica (503 when Redis cannot say).
  * - `ANY /api/v1/agents/{agentId}/services/{name}/{path}` -> proxied, streaming, to the agent's
  *   allow-listed in-cluster service `name` at `/{path}` (how GitLab queries Prometheus); Upgrade
  *   requests included. Errors: 404 not allow-listed (the agent's reason), 503 agent not
@@ -53,7 +54,7 @@ export async function serveApi(options: ApiServerOptions): Promise<HttpListener>
       if (req.method !== "GET" && req.method !== "HEAD") {
         return sendJson(res, 405, { error: "only GET is allowed here" }, { allow: "GET, HEAD" });
       }
-      const filter: { projectId?: string; agentId?: string } = {};
+      const filter: AgentFilter = {};
       for (const [param, key] of [
         ["project_id", "projectId"],
         ["agent_id", "agentId"],
@@ -64,7 +65,12 @@ export async function serveApi(options: ApiServerOptions): Promise<HttpListener>
           return sendJson(res, 400, { error: `${param} must be a positive integer` });
         filter[key] = value;
       }
-      return sendJson(res, 200, { agents: agents.connectedAgents(filter) });
+      try {
+        return sendJson(res, 200, { agents: await agents.connectedAgents(filter) });
+      } catch (err) {
+        if (!(err instanceof RegistryUnavailableError)) throw err;
+        return sendJson(res, 503, { error: `cannot list the agents of other kas replicas: ${err.message}` });
+      }
     }
     const target = serviceTarget(url);
     if (!target) {

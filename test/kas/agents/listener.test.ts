@@ -73,11 +73,12 @@ describe("agent listener", () => {
     ]);
     expect(router.local.agentIds().sort()).toEqual(["42", "43"]);
     expect(router.local.tunnels("42").size).toBe(2);
-    expect(listener.connectedAgents().map((a) => [a.agentId, a.tunnels])).toEqual([
+    expect((await listener.connectedAgents()).map((a) => [a.agentId, a.tunnels])).toEqual([
       ["42", 2],
       ["43", 1],
     ]);
-    expect(listener.connectedAgents({ projectId: "8" }).map((a) => a.agentId)).toEqual(["43"]);
+    expect((await listener.connectedAgents({ projectId: "8" })).map((a) => a.agentId)).toEqual(["43"]);
+    expect(listener.localAgents({ agentId: "42" }).map((a) => a.tunnels)).toEqual([2]);
     expect(await registry.getSingleMetricAsString("t_connected_agents")).toMatch(/t_connected_agents 2$/);
     expect(await registry.getSingleMetricAsString("t_tunnels")).toMatch(/t_tunnels 3$/);
   });
