@@ -121,6 +121,7 @@ export async function serveAgents(options: AgentListenerOptions): Promise<AgentL
 
   /** Keeps the per-agent tunnel sets, and this replica's summary of the agent in Redis. */
   function track(session: AgentSession): void {
+    if (session.closed) return; // gone before it was served: no 'close' would remove it
     const { agentId } = session.identity;
     const tunnels = byAgent.get(agentId) ?? new Set<AgentSession>();
     byAgent.set(agentId, tunnels);

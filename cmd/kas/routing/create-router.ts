@@ -13,10 +13,11 @@ export interface KasRouterOptions {
 }
 
 /**
- * The router kas runs: with `redis.server.address` or `redis.sentinel`, clustered (Redis registry, the private
- * kas-to-kas API on `private_api.listen.address`, peers authenticated with the private API
- * secret, advertising `private_api.own_url`) and a "redis" readiness check; without it,
- * single-replica (local tunnels only). Started on return.
+ * The router kas runs: with `redis.server.address` or `redis.sentinel`, clustered (Redis
+ * registry, the private kas-to-kas API on `private_api.listen.address`, over TLS when it has a
+ * certificate, peers authenticated with the private API secret, advertising
+ * `private_api.own_url`) and a "redis" readiness check; without Redis, single-replica (local
+ * tunnels only). Started on return.
  */
 export async function createKasRouter(options: KasRouterOptions): Promise<Router> {
   const { config, secrets, readiness, log } = options;
