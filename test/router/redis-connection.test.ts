@@ -69,6 +69,26 @@ async function keysIn(redis: RedisServer, pattern: string, options: ReplicaOptio
   }
 }
 
+/** A router on `redis` with `options` that cannot connect: its first Redis error, and whether it connected. */
+async function refusal(
+  redis: RedisServer,
+  options: ReplicaOptions["redis"],
+): Promise<{ message: string; connected: boolean }> {
+  const errors: Error[] = [];
+  const router = new Router({
+    privateApi: { host: "127.0.0.1", auth: { secret: SECRET } },
+    redis: { server: redis.connection, keyPrefix: PREFIX, ...FAST, ...options },
+    onError: (err) => errors.push(err),
+  });
+  await router.start();
+  try {
+    await until(() => errors.length > 0, 5000, "an error from the Redis connection");
+    return { message: errors[0]!.message, connected: router.cluster.connected };
+  } finally {
+    await router.close({ graceMs: 0 });
+  }
+}
+
 describe("Redis with a password (password file)", () => {
   const PASSWORD = "s3cret-redis-password";
   let redis: RedisServer;
@@ -86,20 +106,9 @@ describe("Redis with a password (password file)", () => {
   test("a wrong password: not connected, and the error says why", async () => {
     const passwordFile = join(dir, "wrong-password");
     await writeFile(passwordFile, "not-it");
-    const errors: Error[] = [];
-    const router = new Router({
-      privateApi: { host: "127.0.0.1", auth: { secret: SECRET } },
-      redis: { server: redis.connection, keyPrefix: PREFIX, ...FAST, passwordFile },
-      onError: (err) => errors.push(err),
-    });
-    await router.start();
-    try {
-      await until(() => errors.length > 0, 5000, "an error from the Redis connection");
-      expect(errors[0]!.message).toMatch(/WRONGPASS/);
-      expect(router.cluster.connected).toBe(false);
-    } finally {
-      await router.close({ graceMs: 0 });
-    }
+    const refused = await refusal(redis, { passwordFile });
+    expect(refused.message).toMatch(/WRONGPASS/);
+    expect(refused.connected).toBe(false);
   });
 });
 
@@ -125,20 +134,9 @@ describe("Redis over TLS", () => {
   });
 
   test("without the CA the certificate is refused, and the error says so", async () => {
-    const errors: Error[] = [];
-    const router = new Router({
-      privateApi: { host: "127.0.0.1", auth: { secret: SECRET } },
-      redis: { server: redis.connection, keyPrefix: PREFIX, ...FAST, tls: true },
-      onError: (err) => errors.push(err),
-    });
-    await router.start();
-    try {
-      await until(() => errors.length > 0, 5000, "an error from the Redis connection");
-      expect(errors[0]!.message).toMatch(/certificate/i);
-      expect(router.cluster.connected).toBe(false);
-    } finally {
-      await router.close({ graceMs: 0 });
-    }
+    const refused = await refusal(redis, { tls: true });
+    expect(refused.message).toMatch(/certificate/i);
+    expect(refused.connected).toBe(false);
   });
 });
 

@@ -2,9 +2,8 @@ import { once } from "node:events";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NoTunnelError, Router } from "../../lib/router/index.ts";
 import { Kind, StreamDispatcher } from "../../lib/tunnel/header/index.ts";
-import { serveTunnels, TunnelClient, type TunnelServer } from "../../lib/tunnel/session/index.ts";
-import { HandshakeRejection } from "../../lib/tunnel/transport/index.ts";
-import { ask } from "./harness.ts";
+import { TunnelClient, type TunnelServer } from "../../lib/tunnel/session/index.ts";
+import { ask, serveAgents } from "./harness.ts";
 
 // Without `redis` the router is single-replica: local tunnels only, no private API to listen on.
 describe("single-replica router (no Redis)", () => {
@@ -31,15 +30,7 @@ describe("single-replica router (no Redis)", () => {
 
   beforeAll(async () => {
     router = await new Router({ defaultTimeoutMs: 2000 }).start();
-    agents = await serveTunnels<string>({
-      host: "127.0.0.1",
-      authenticate: (req) => {
-        const id = req.headers["x-agent-id"];
-        if (typeof id !== "string") throw new HandshakeRejection(401, "x-agent-id required");
-        return id;
-      },
-      onSession: (session) => router.register(session.identity, session),
-    });
+    agents = await serveAgents(router);
   });
   afterAll(async () => {
     await Promise.all(clients.map((c) => c.stop(200)));
