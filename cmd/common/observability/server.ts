@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import type { Registry } from "prom-client";
 import type { ListenAddress } from "../config/values.ts";
+import { listenAt } from "../listen.ts";
 import type { ReadinessChecks } from "./readiness.ts";
 import { scrubString } from "./redact.ts";
 
@@ -59,18 +59,10 @@ export async function serveObservability(options: ObservabilityOptions): Promise
     return send(res, ok ? 200 : 503, "application/json", `${body}\n`);
   }
 
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(options.listen.port, options.listen.host, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  const address = server.address() as AddressInfo;
-  const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
+  const { url, port } = await listenAt(server, options.listen, "http");
   return {
-    url: `http://${host}:${address.port}`,
-    port: address.port,
+    url,
+    port,
     server,
     close: () =>
       new Promise<void>((resolve) => {

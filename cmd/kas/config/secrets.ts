@@ -11,6 +11,8 @@ export interface KasSecrets {
   /** Signs and verifies kas-to-kas JWTs (private_api.listen.authentication_secret_file). */
   privateApiSecret?: Uint8Array;
   redisPassword?: string;
+  /** The private API's certificate and key, PEM (private_api.listen.certificate_file, key_file). */
+  privateApiTls?: { cert: string; key: string };
 }
 
 /** GitLab's secret files hold 32 random bytes, base64-encoded (as `gitlab-rake gitlab:kas:...` writes them). */
@@ -53,10 +55,12 @@ export async function readKasSecrets(config: KasConfig): Promise<KasSecrets> {
   };
   const { redis } = config;
   secrets.redisPassword = await text("redis.password_file", redis.passwordFile);
-  // The files below are read again where they are used; read here for a clear startup error.
   const privateListen = config.privateApi.listen;
-  await text("private_api.listen.certificate_file", privateListen.certificateFile);
-  await text("private_api.listen.key_file", privateListen.keyFile);
+  const cert = await text("private_api.listen.certificate_file", privateListen.certificateFile);
+  const key = await text("private_api.listen.key_file", privateListen.keyFile);
+  if (cert !== undefined && key !== undefined) secrets.privateApiTls = { cert, key };
+  // The files below are read where they are used (the CA at each dial to a peer, Redis's when it
+  // connects); read here too, for a startup error that names the field.
   await text("private_api.listen.ca_certificate_file", privateListen.caCertificateFile);
   await text("redis.sentinel.sentinel_password_file", redis.sentinel.sentinelPasswordFile);
   if (redis.tls.enabled) {

@@ -95,26 +95,22 @@ export class AgentHttpProxy {
     o: ForwardOptions,
   ): Promise<void> {
     if (!SERVICE_NAME.test(target.service)) throw new TypeError(`invalid service name ${target.service}`);
-    const abort = new AbortController();
-    const onClose = () => {
-      if (!res.writableFinished) abort.abort(new Error("client went away"));
-    };
-    res.once("close", onClose);
     const hasBody =
       req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
-    let upstream: Dispatcher.ResponseData;
-    try {
-      upstream = await this.#dispatcher.request({
-        origin: `http://${hostOf(target)}`,
-        path: o.path,
-        method: (req.method ?? "GET") as "GET",
-        headers: outgoingHeaders(req, o),
-        body: hasBody ? req : null,
-        signal: abort.signal,
-      });
-    } finally {
-      res.off("close", onClose); // from here the pipeline ties the two ends together
-    }
+    // Once the response is under way, the pipeline below ties the two ends together.
+    const upstream: Dispatcher.ResponseData = await untilClientLeaves(
+      res,
+      (signal) =>
+        this.#dispatcher.request({
+          origin: `http://${hostOf(target)}`,
+          path: o.path,
+          method: (req.method ?? "GET") as "GET",
+          headers: outgoingHeaders(req, o),
+          body: hasBody ? req : null,
+          signal,
+        }),
+      () => !res.writableFinished,
+    );
     const headers: Record<string, string | string[]> = {};
     for (const [name, value] of Object.entries(upstream.headers)) {
       if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
@@ -137,15 +133,7 @@ export class AgentHttpProxy {
     o: ForwardOptions,
   ): Promise<void> {
     if (!SERVICE_NAME.test(target.service)) throw new TypeError(`invalid service name ${target.service}`);
-    const abort = new AbortController();
-    const onClose = () => abort.abort(new Error("client went away"));
-    socket.once("close", onClose);
-    let stream: Duplex;
-    try {
-      stream = await this.#dial(target, abort.signal);
-    } finally {
-      socket.off("close", onClose);
-    }
+    const stream = await untilClientLeaves(socket, (signal) => this.#dial(target, signal));
     const drop = new Set([...HOP_BY_HOP, ...(o.drop ?? [])]);
     drop.delete("connection");
     drop.delete("upgrade");
@@ -201,4 +189,25 @@ function outgoingHeaders(req: IncomingMessage, o: ForwardOptions): string[] {
   }
   for (const [name, value] of Object.entries(o.add ?? {})) out.push(name, value);
   return out;
+}
+
+/**
+ * Runs `work` with a signal that aborts ("client went away") if `client` closes meanwhile and
+ * `gone` agrees; the close listener is removed when `work` settles.
+ */
+async function untilClientLeaves<T>(
+  client: NodeJS.EventEmitter,
+  work: (signal: AbortSignal) => Promise<T>,
+  gone: () => boolean = () => true,
+): Promise<T> {
+  const abort = new AbortController();
+  const onClose = () => {
+    if (gone()) abort.abort(new Error("client went away"));
+  };
+  client.once("close", onClose);
+  try {
+    return await work(abort.signal);
+  } finally {
+    client.off("close", onClose);
+  }
 }

@@ -1,9 +1,10 @@
 import { readFile } from "node:fs/promises";
 import * as http from "node:http";
 import * as https from "node:https";
-import type { AddressInfo, Socket } from "node:net";
+import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { ListenAddress } from "../../common/config/values.ts";
+import { listenAt } from "../../common/listen.ts";
 import type { TlsFiles } from "../config/index.ts";
 
 export type UpgradeListener = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void;
@@ -79,19 +80,11 @@ export async function listenHttp(options: HttpListenOptions): Promise<HttpListen
     else socket.destroy();
   });
 
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(options.address.port, options.address.host, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  const address = server.address() as AddressInfo;
-  const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
+  const { url, port } = await listenAt(server, options.address, tls ? "https" : "http");
 
   return {
-    url: `${tls ? "https" : "http"}://${host}:${address.port}`,
-    port: address.port,
+    url,
+    port,
     server,
     async close(graceMs = 30_000) {
       if (closing) return;

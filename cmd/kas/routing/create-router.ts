@@ -1,4 +1,3 @@
-import { readFile } from "node:fs/promises";
 import { type RedisConnectionOptions, Router, type RouterOptions } from "../../../lib/router/index.ts";
 import type { KasConfig, KasSecrets } from "../config/index.ts";
 import type { ReadinessChecks } from "../observability/index.ts";
@@ -34,10 +33,7 @@ export async function createKasRouter(options: KasRouterOptions): Promise<Router
     privateApi: {
       ...(listen.address.host !== undefined && { host: listen.address.host }),
       port: listen.address.port,
-      ...(listen.certificateFile !== undefined &&
-        listen.keyFile !== undefined && {
-          tls: { cert: await readFile(listen.certificateFile), key: await readFile(listen.keyFile) },
-        }),
+      ...(secrets.privateApiTls && { tls: secrets.privateApiTls }),
       ...(listen.caCertificateFile !== undefined && { dial: { caFile: listen.caCertificateFile } }),
       ...(config.privateApi.ownUrl !== undefined && {
         advertiseUrl: toWebSocketUrl(config.privateApi.ownUrl),

@@ -2,10 +2,13 @@ import { createCipheriv, createHash } from "node:crypto";
 import { once } from "node:events";
 import type { Server } from "node:http";
 import net from "node:net";
-import type { Duplex, Readable } from "node:stream";
+import type { Duplex } from "node:stream";
 import { Agent, buildConnector, type Dispatcher } from "undici";
 import { type HttpStreamServer, serveHttp, TunnelDispatcher } from "../../../lib/tunnel/http/index.ts";
+import { sha256Of } from "../../support/digest.ts";
 import { sessionPair, socketPair } from "../../support/loopback.ts";
+
+export { sha256Of };
 
 /** Connections seen from one side: how many are open now, at most, and in total. */
 export class Connections {
@@ -145,18 +148,6 @@ export const rigs = [
 ] as const;
 
 export { sessionPair, socketPair };
-
-export async function sha256Of(
-  readable: AsyncIterable<Uint8Array> | Readable,
-): Promise<{ hex: string; bytes: number }> {
-  const h = createHash("sha256");
-  let bytes = 0;
-  for await (const chunk of readable) {
-    h.update(chunk as Uint8Array);
-    bytes += (chunk as Uint8Array).length;
-  }
-  return { hex: h.digest("hex"), bytes };
-}
 
 /**
  * `total` deterministic pseudo-random bytes (an AES-CTR keystream seeded by `seed`) in pieces of

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { once } from "node:events";
 import type net from "node:net";
-import type { Duplex, Readable } from "node:stream";
+import type { Duplex } from "node:stream";
 import {
   encodeHeader,
   Flag,
@@ -11,10 +11,11 @@ import {
   Session,
   type SessionOptions,
 } from "../../../lib/tunnel/yamux/index.ts";
-
+import { sha256Of } from "../../support/digest.ts";
 import { socketPair } from "../../support/loopback.ts";
 
 export { type SessionPair, sessionPair, socketPair } from "../../support/loopback.ts";
+export { sha256Of };
 
 /** Echoes every inbound stream back, half-closing when the peer half-closes. */
 export function echo(session: Session): void {
@@ -22,16 +23,6 @@ export function echo(session: Session): void {
     s.on("error", () => {});
     s.pipe(s);
   });
-}
-
-export async function sha256Of(readable: Readable): Promise<{ hex: string; bytes: number }> {
-  const h = createHash("sha256");
-  let bytes = 0;
-  for await (const chunk of readable) {
-    h.update(chunk as Buffer);
-    bytes += (chunk as Buffer).length;
-  }
-  return { hex: h.digest("hex"), bytes };
 }
 
 export function sha256(buf: Uint8Array): string {
