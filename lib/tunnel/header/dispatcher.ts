@@ -18,9 +18,10 @@ export const DEFAULT_REJECT_LINGER_MS = 5_000;
 /**
  * Takes over an accepted stream, positioned at the start of the opener's payload. `ctx` says
  * who is on the other end (which tunnel the stream came over). From here on the handler owns
- * the stream, its errors included.
+ * the stream, its errors included. A handler that throws, or whose returned promise rejects,
+ * has its stream destroyed and its error reported to `onHandlerError`.
  */
-export type StreamHandler<Ctx> = (stream: Duplex, header: StreamHeader, ctx: Ctx) => void;
+export type StreamHandler<Ctx> = (stream: Duplex, header: StreamHeader, ctx: Ctx) => void | Promise<void>;
 
 /**
  * Decides, before the opener is told "accepted", whether this stream may proceed. Throw
@@ -46,10 +47,15 @@ export interface StreamDispatcherOptions<Ctx> {
   rejectLingerMs?: number;
   /** Called for each refused stream, for logs and metrics. */
   onReject?: (error: StreamRejectedError, ctx: Ctx) => void;
+  /**
+   * Called when a handler fails (throws, or its promise rejects) after the stream was accepted;
+   * the stream has been destroyed. Without it such failures are lost: give daemons a log here.
+   */
+  onHandlerError?: (error: unknown, header: StreamHeader, ctx: Ctx) => void;
 }
 
 export type DispatchResult =
-  /** `handlerError`: the handler threw synchronously; the stream was destroyed. */
+  /** `handlerError`: the handler threw synchronously; the stream was destroyed (also given to `onHandlerError`). */
   | { accepted: true; header: StreamHeader; handlerError?: unknown }
   /** `error` is what the opener was told, or a HeaderError("CLOSED") when nobody was left to tell. */
   | { accepted: false; error: StreamRejectedError | HeaderError };
@@ -71,12 +77,14 @@ export class StreamDispatcher<Ctx = unknown> {
   readonly #headerTimeoutMs: number;
   readonly #rejectLingerMs: number;
   readonly #onReject: ((error: StreamRejectedError, ctx: Ctx) => void) | undefined;
+  readonly #onHandlerError: StreamDispatcherOptions<Ctx>["onHandlerError"];
 
   constructor(options: StreamDispatcherOptions<Ctx> = {}) {
     this.#maxHeaderBytes = options.maxHeaderBytes ?? DEFAULT_MAX_HEADER_BYTES;
     this.#headerTimeoutMs = options.headerTimeoutMs ?? DEFAULT_HEADER_TIMEOUT_MS;
     this.#rejectLingerMs = options.rejectLingerMs ?? DEFAULT_REJECT_LINGER_MS;
     this.#onReject = options.onReject;
+    this.#onHandlerError = options.onHandlerError;
   }
 
   register(kind: Kind, handler: StreamHandler<Ctx>, options: RegisterOptions<Ctx> = {}): this {
@@ -145,10 +153,15 @@ export class StreamDispatcher<Ctx = unknown> {
 
     stream.write(acceptFrame());
     stream.off("error", absorb);
-    try {
-      registration.handler(stream, header, ctx);
-    } catch (handlerError) {
+    const failed = (handlerError: unknown) => {
       stream.destroy();
+      this.#onHandlerError?.(handlerError, header, ctx);
+    };
+    try {
+      const running = registration.handler(stream, header, ctx);
+      if (running instanceof Promise) running.catch(failed);
+    } catch (handlerError) {
+      failed(handlerError);
       return { accepted: true, header, handlerError };
     }
     return { accepted: true, header };

@@ -389,6 +389,31 @@ describe("stream dispatch over yamux", () => {
     }
   });
 
+  test("a handler's failure, thrown or rejected, reaches onHandlerError with its header and peer", async () => {
+    const reported: Array<{ error: unknown; kind: Kind; peer: Peer }> = [];
+    const { dispatcher, results, streams } = serve(pair.server, {
+      onHandlerError: (error, header, peer) => reported.push({ error, kind: header.kind, peer }),
+    });
+    dispatcher.register(Kind.KIND_GRPC, () => {
+      throw new Error("sync bug");
+    });
+    dispatcher.register(Kind.KIND_HTTP, async () => {
+      await Promise.resolve();
+      throw new Error("async bug");
+    });
+    await openWithHeader(open(pair.client), { kind: Kind.KIND_GRPC }).catch(() => {});
+    await openWithHeader(open(pair.client), { kind: Kind.KIND_HTTP })
+      .then((s) => s.on("error", () => {}))
+      .catch(() => {});
+    await Promise.all(results);
+    await closed(streams[1]!, 5_000);
+    expect(reported).toEqual([
+      { error: new Error("sync bug"), kind: Kind.KIND_GRPC, peer: { name: "agent-1" } },
+      { error: new Error("async bug"), kind: Kind.KIND_HTTP, peer: { name: "agent-1" } },
+    ]);
+    expect(streams[1]!.destroyed).toBe(true);
+  });
+
   test("registration refuses UNSPECIFIED and duplicates", () => {
     const dispatcher = new StreamDispatcher();
     dispatcher.register(Kind.KIND_GRPC, echo);
