@@ -57,11 +57,11 @@ export async function createAgent(config: AgentkConfig, deps: AgentDeps): Promis
     if (err) log.warn({ kas: config.kasAddress, err: err.message }, "tunnel to kas closed");
     else log.info({ kas: config.kasAddress }, "tunnel to kas closed");
   });
-  client.on("retry", ({ attempt, delayMs, error }) => {
+  client.on("retry", ({ attempt, delayMs, reason, error }) => {
     const status = error instanceof HandshakeError ? { status: error.status } : {};
     log.warn(
-      { kas: config.kasAddress, attempt, delayMs, ...status, err: error.message },
-      "cannot reach kas; retrying",
+      { kas: config.kasAddress, attempt, delayMs, reason, ...status, err: error.message },
+      reason === "dial" ? "cannot reach kas; retrying" : "tunnel to kas ended; reconnecting after a delay",
     );
   });
   readiness.add("tunnel", () => {

@@ -9,6 +9,14 @@ export interface BackoffOptions {
   jitter?: number;
 }
 
+/**
+ * `ms` moved randomly by up to `fraction` of itself either way, so that many peers given the same
+ * delay (clients cut off together, tunnels opened together) do not all act at the same moment.
+ */
+export function jittered(ms: number, fraction: number, random: () => number = Math.random): number {
+  return ms + ms * fraction * (2 * random() - 1);
+}
+
 /** Exponential backoff with jitter, so that many clients cut off at once do not return at once. */
 export class Backoff {
   readonly #initial: number;
@@ -35,8 +43,8 @@ export class Backoff {
   next(): number {
     this.attempt++;
     this.#current = this.#current === 0 ? this.#initial : Math.min(this.#current * this.#factor, this.#max);
-    const spread = this.#current * this.#jitter * (2 * this.#random() - 1);
-    return Math.round(Math.min(this.#max, Math.max(0, this.#current + spread)));
+    const delay = jittered(this.#current, this.#jitter, this.#random);
+    return Math.round(Math.min(this.#max, Math.max(0, delay)));
   }
 
   reset(): void {

@@ -1,5 +1,10 @@
-export { Backoff, type BackoffOptions } from "./backoff.ts";
-export { TunnelClient, type TunnelClientEvents, type TunnelClientOptions } from "./tunnel-client.ts";
+export { Backoff, type BackoffOptions, jittered } from "./backoff.ts";
+export {
+  type RetryInfo,
+  TunnelClient,
+  type TunnelClientEvents,
+  type TunnelClientOptions,
+} from "./tunnel-client.ts";
 export { serveTunnels, type TunnelServer, type TunnelServerOptions } from "./tunnel-server.ts";
 export {
   type TunnelOptions,

@@ -1,5 +1,4 @@
 import { EventEmitter, once } from "node:events";
-import { setTimeout as sleep } from "node:timers/promises";
 import { dial } from "../transport/client.ts";
 import type { DialOptions } from "../transport/options.ts";
 import type { YamuxStream } from "../yamux/index.ts";
@@ -14,27 +13,59 @@ export interface TunnelClientOptions {
   /** Multiplexer settings. */
   tunnel?: TunnelOptions;
   backoff?: BackoffOptions;
+  /**
+   * A tunnel is stable once it has been up this long and the server has sent something on it (a
+   * keepalive answer will do). Only then is the backoff reset, and only a stable tunnel's GoAway is
+   * answered by dialing at once: a server that accepts and then sheds every tunnel (GoAway or close)
+   * is redialed after growing delays, not in a loop. Default 30 s.
+   */
+  stableAfterMs?: number;
   /** Serves streams the server opens; without it such streams are refused. */
   onStream?: (stream: YamuxStream, session: TunnelSession) => void;
+}
+
+/** Why the client waits before its next dial, and for how long. */
+export interface RetryInfo {
+  /** Waits since the last stable tunnel, this one included. */
+  attempt: number;
+  delayMs: number;
+  /**
+   * "dial": the dial failed (rejected credentials included). "goaway": the server sent GoAway before
+   * the tunnel was stable. "closed": the tunnel closed.
+   */
+  reason: "dial" | "goaway" | "closed";
+  /** The dial's failure, or how long the tunnel lasted and why it closed. */
+  error: Error;
 }
 
 export interface TunnelClientEvents {
   /** A new tunnel is up and is now the one new streams use. */
   connected: [session: TunnelSession];
+  /** The active tunnel has proved itself (see `stableAfterMs`); the backoff starts over. */
+  stable: [session: TunnelSession];
   /** A tunnel ended (abnormally when `err` is set). */
   disconnected: [session: TunnelSession, err?: Error];
-  /** A dial failed; the next attempt comes after `delayMs`. Rejected credentials come here too. */
-  retry: [info: { attempt: number; delayMs: number; error: Error }];
+  /** The next dial comes after `delayMs`. */
+  retry: [info: RetryInfo];
+}
+
+/** How a tunnel stopped being the active one. */
+interface TunnelEnd {
+  reason: "goaway" | "closed";
+  stable: boolean;
+  error: Error;
 }
 
 /**
- * Keeps one tunnel up. Failed dials back off exponentially with jitter. When the server sends
- * GoAway (it is draining), the replacement is dialed first and the old tunnel finishes its
- * streams before it closes (make-before-break), so a server drain loses nothing.
+ * Keeps one tunnel up. Failed dials, and tunnels that end before they are stable, back off
+ * exponentially with jitter. When the server sends GoAway on a stable tunnel (it is draining), the
+ * replacement is dialed at once and the old tunnel finishes its streams before it closes
+ * (make-before-break), so a server drain loses nothing.
  */
 export class TunnelClient extends EventEmitter<TunnelClientEvents> {
   readonly #opts: TunnelClientOptions;
   readonly #backoff: Backoff;
+  readonly #stableAfterMs: number;
   readonly #stop = new AbortController();
   readonly #sessions = new Set<TunnelSession>();
   #active: TunnelSession | undefined;
@@ -44,6 +75,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> {
     super();
     this.#opts = opts;
     this.#backoff = new Backoff(opts.backoff);
+    this.#stableAfterMs = opts.stableAfterMs ?? 30_000;
+    if (!(this.#stableAfterMs >= 0)) throw new RangeError("tunnel client: stableAfterMs must be >= 0");
   }
 
   /** The tunnel new streams go to, if one is up. */
@@ -98,24 +131,26 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> {
         session = new TunnelSession(transport, "client", this.#opts.tunnel);
       } catch (err) {
         if (stopped.aborted) return;
-        const delayMs = this.#backoff.next();
-        this.emit("retry", { attempt: this.#backoff.attempt, delayMs, error: err as Error });
-        await sleep(delayMs, undefined, { signal: stopped }).catch(() => {});
+        await this.#wait("dial", err as Error);
         continue;
       }
-      this.#backoff.reset();
-      const ended = this.#adopt(session);
-      const why = await ended;
-      if (why === "closed" && !stopped.aborted) {
-        // Even a tunnel that drops right after connecting costs a backoff delay: no tight loop.
-        await sleep(this.#backoff.next(), undefined, { signal: stopped }).catch(() => {});
-      }
-      // On "goaway" loop straight on: the replacement is dialed while the old one drains.
+      const end = await this.#adopt(session);
+      if (stopped.aborted) return;
+      // A stable tunnel's GoAway is a drain: dial the replacement now while the old one finishes.
+      // Any other end costs the next delay, so a server shedding every tunnel sees no tight loop.
+      if (end.reason === "goaway" && end.stable) continue;
+      await this.#wait(end.reason, end.error);
     }
   }
 
+  async #wait(reason: RetryInfo["reason"], error: Error): Promise<void> {
+    const delayMs = this.#backoff.next();
+    this.emit("retry", { attempt: this.#backoff.attempt, delayMs, reason, error });
+    await pause(delayMs, this.#stop.signal);
+  }
+
   /** Makes `session` the active tunnel; resolves when it stops being so. */
-  #adopt(session: TunnelSession): Promise<"goaway" | "closed"> {
+  #adopt(session: TunnelSession): Promise<TunnelEnd> {
     this.#sessions.add(session);
     const onStream = this.#opts.onStream;
     session.on("stream", (s) => {
@@ -124,12 +159,26 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> {
     });
     this.#active = session;
     this.emit("connected", session);
+    let stable = false;
+    // Time alone proves little (a silent peer, a black hole until keepalive gives up): wait for
+    // the server to have said something, checking again every `stableAfterMs` until it has.
+    const probe = setTimeout(() => {
+      if (session.stats.bytesIn === 0) return probe.refresh();
+      stable = true;
+      this.#backoff.reset();
+      this.emit("stable", session);
+    }, this.#stableAfterMs);
+    probe.unref();
     const stop = this.#stop.signal;
     return new Promise((resolve) => {
-      const retire = (why: "goaway" | "closed") => {
+      const retire = (reason: TunnelEnd["reason"], cause?: Error) => {
+        clearTimeout(probe);
         stop.removeEventListener("abort", onStop);
         if (this.#active === session) this.#active = undefined;
-        resolve(why);
+        const lasted = `${Date.now() - session.stats.connectedAt.getTime()} ms after it came up`;
+        const what = reason === "goaway" ? `server sent GoAway ${lasted}` : `tunnel closed ${lasted}`;
+        const error = cause ? new Error(`${what}: ${cause.message}`, { cause }) : new Error(what);
+        resolve({ reason, stable, error });
       };
       const onStop = () => retire("closed");
       stop.addEventListener("abort", onStop, { once: true });
@@ -139,9 +188,23 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> {
       });
       session.once("close", (err) => {
         this.#sessions.delete(session);
-        retire("closed");
+        retire("closed", err);
         this.emit("disconnected", session, err);
       });
     });
   }
+}
+
+/** Resolves after `ms`, or as soon as `signal` aborts. On the global timers, which tests can fake. */
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+    if (signal.aborted) done();
+  });
 }
