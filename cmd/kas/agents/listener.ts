@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import type { Router } from "../../../lib/router/index.ts";
 import {
   type Authenticate,
+  jittered,
   type RejectedHandshake,
   type StreamDispatcher,
   serveTunnels,
@@ -28,7 +29,7 @@ export interface AgentListenerOptions {
   router: Router;
   metrics?: TunnelMetrics;
   handshakeTimeoutMs?: number;
-  /** Tunnels older than this get GoAway (the agent reconnects, maybe to another replica). */
+  /** Tunnels older than this, +-10 %, get GoAway (the agent reconnects, maybe to another replica). */
   maxConnectionAgeMs?: number;
   /** Grace given to a tunnel drained for age. Default 30 s. */
   ageDrainGraceMs?: number;
@@ -83,9 +84,11 @@ export async function serveAgents(options: AgentListenerOptions): Promise<AgentL
       track(session);
       if (dispatcher) session.on("stream", (stream) => void dispatcher.handle(stream, session));
       if (options.maxConnectionAgeMs !== undefined) {
+        // +-10 %: the tunnels of agents that connected together (say, after a kas restart) are
+        // drained, and come back, spread out rather than all at the same moment.
         const timer = setTimeout(
           () => void session.drain(options.ageDrainGraceMs ?? 30_000),
-          options.maxConnectionAgeMs,
+          Math.round(jittered(options.maxConnectionAgeMs, 0.1)),
         );
         timer.unref();
         session.on("close", () => clearTimeout(timer));

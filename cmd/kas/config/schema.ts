@@ -16,6 +16,7 @@ import {
   parseString,
   parseUrl,
   parseUrlPath,
+  ValueError,
 } from "../../common/config/values.ts";
 
 export interface FieldSpec {
@@ -34,6 +35,16 @@ export interface FieldSpec {
 const file = { parse: parseString, kind: "file path" };
 const address = { parse: parseListenAddress, kind: "host:port" };
 const duration = { parse: parseDuration, kind: "duration" };
+/** A duration no shorter than `min` (written as an operator would, e.g. "1m"); `why` ends the refusal. */
+const durationAtLeast = (min: string, why: string) => ({
+  ...duration,
+  parse: (raw: unknown) => {
+    const ms = parseDuration(raw);
+    if (ms < parseDuration(min))
+      throw new ValueError(`must be at least ${min} (${why}), got ${JSON.stringify(raw)}`);
+    return ms;
+  },
+});
 const count = { parse: parsePositiveInt, kind: "integer" };
 const urlPath = { parse: parseUrlPath, kind: "URL path" };
 
@@ -66,9 +77,12 @@ export const KAS_FIELDS: readonly FieldSpec[] = [
   { path: "agent.listen.key_file", ...file, doc: "TLS private key, PEM (with certificate_file)." },
   {
     path: "agent.listen.max_connection_age",
-    ...duration,
+    // One minute less the 10 % jitter still outlasts agentk's 30 s before it trusts a tunnel, so
+    // an age drain is answered by an immediate reconnect, not taken for a server shedding load;
+    // it also keeps each agent to about one handshake (one GitLab lookup) a minute.
+    ...durationAtLeast("1m", "each drain makes the agent reconnect and authenticate again"),
     default: "7200s",
-    doc: "Tunnels older than this are drained (agentk reconnects, possibly to another replica).",
+    doc: "Tunnels older than this, give or take 10 %, are drained (agentk reconnects, possibly to another replica). At least 1m.",
   },
   {
     path: "agent.listen.keepalive_interval",

@@ -268,6 +268,8 @@ private_api:
       'agent.info_cache_ttl: expected a duration like "300s", "1m30s" or "250ms"',
     ],
     ["agent.info_cache_ttl", 300, "agent.info_cache_ttl: expected a duration"],
+    ["agent.listen.max_connection_age", "0s", "agent.listen.max_connection_age: must be at least 1m ("],
+    ["agent.listen.max_connection_age", "59s", "agent.listen.max_connection_age: must be at least 1m ("],
     [
       "agent.info_cache_max_entries",
       "0",
@@ -299,6 +301,15 @@ private_api:
     expect(issues).toHaveLength(1);
     expect(issues[0]).toContain(message);
     expect(issues[0]).toMatch(/\(from kas\.yaml\)$/);
+  });
+
+  test("max_connection_age: one minute is the least accepted, from the file or the environment", () => {
+    const doc = { ...MINIMAL, agent: { ...MINIMAL.agent, listen: { max_connection_age: "1m" } } };
+    expect(buildKasConfig(doc, {}).agent.listen.maxConnectionAgeMs).toBe(60_000);
+    const issues = issuesOf(() => buildKasConfig(MINIMAL, { KAS_AGENT_LISTEN_MAX_CONNECTION_AGE: "500ms" }));
+    expect(issues).toEqual([
+      'agent.listen.max_connection_age: must be at least 1m (each drain makes the agent reconnect and authenticate again), got "500ms" (from KAS_AGENT_LISTEN_MAX_CONNECTION_AGE)',
+    ]);
   });
 
   test("a bad environment value names both the field and the variable", () => {
