@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import { type AgentToken, tokenDigest } from "../../common/agent-token.ts";
 import { AgentAuthError, type AgentAuthErrorCode } from "./errors.ts";
 import type { AgentAuthenticator } from "./types.ts";
@@ -47,6 +48,8 @@ export class TokenRecheck {
     this.#intervalMs = Math.max(MIN_RECHECK_INTERVAL_MS, options.intervalMs);
     this.#onResult = options.onResult;
     this.#log = options.log;
+    // Every re-check in flight listens on it (thousands of agents): not a leak.
+    setMaxListeners(0, this.#stopped.signal);
   }
 
   /** Tokens being re-checked. */
