@@ -11,6 +11,7 @@ import {
   createAgentAuthenticate,
   createAuthenticatorFromConfig,
   loadStaticTokens,
+  TokenRecheck,
 } from "./auth/index.ts";
 import type { KasConfig, KasSecrets } from "./config/index.ts";
 import { AgentHttpProxy, type HttpListener } from "./http/index.ts";
@@ -76,6 +77,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
   });
 
   let authenticator: ConfiguredAuthenticator | undefined;
+  let tokenRecheck: TokenRecheck | undefined;
   let observability: ObservabilityServer | undefined;
   let router: Router | undefined;
   let agents: AgentListener | undefined;
@@ -98,6 +100,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
     ]);
     await proxy?.destroy();
     await observability?.close();
+    tokenRecheck?.close();
     await authenticator?.close();
   };
 
@@ -114,6 +117,14 @@ export function createKasServer(options: KasServerOptions): KasServer {
     async start() {
       try {
         authenticator = await createAuthenticatorFromConfig(config, secrets, log);
+        if (authenticator.recheckIntervalMs !== undefined) {
+          tokenRecheck = new TokenRecheck({
+            authenticator,
+            intervalMs: authenticator.recheckIntervalMs,
+            onResult: (result) => metrics.agentTokenRecheck.inc({ result }),
+            log,
+          });
+        }
         router = await createKasRouter({
           config,
           secrets,
@@ -145,6 +156,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
           maxConnectionAgeMs: config.agent.listen.maxConnectionAgeMs,
           ageDrainGraceMs: config.shutdownGracePeriodMs,
           dispatcher: agentStreams,
+          ...(tokenRecheck && { tokenRecheck }),
           tunnel: { keepAliveIntervalMs: config.agent.listen.keepaliveIntervalMs, ...options.tuning?.tunnel },
           log,
         });

@@ -6,8 +6,9 @@ import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { RedisServer } from "../support/redis-server.ts";
-import { AGENT_ID, gitlabJwt, TOKEN, until, writeFixtures } from "./support/fixtures.ts";
-import { type KasProcess, portsEnv, spawnKas } from "./support/kas-process.ts";
+import { until } from "../support/until.ts";
+import { AGENT_ID, gitlabJwt, TOKEN, writeFixtures } from "./support/fixtures.ts";
+import { type KasProcess, listenAddressOf, portsEnv, spawnKas } from "./support/kas-process.ts";
 import { startStandInAgent } from "./support/stand-in-agent.ts";
 
 // kas as a process (cmd/kas/main.ts), agents made from the library (test/kas/support).
@@ -45,7 +46,7 @@ describe("kas process, end to end", () => {
     KAS_AGENT_DIAL_TIMEOUT: "2s",
   });
   const start = async (env: Record<string, string> = {}): Promise<KasProcess> => {
-    const kas = await spawnKas({ ...(await portsEnv()), ...baseEnv(), ...env });
+    const kas = await spawnKas({ ...portsEnv(), ...baseEnv(), ...env });
     cleanup.push(() => kas.kill());
     return kas;
   };
@@ -133,15 +134,13 @@ describe("kas process, end to end", () => {
   });
 
   it("kill -9 on kas: the agent reconnects once kas is back on the same address", async () => {
-    const env = { ...(await portsEnv()), ...baseEnv() };
-    const first = await spawnKas(env);
-    cleanup.push(() => first.kill());
+    const first = await start();
     const a = agent(first);
     const tunnel = await a.client.ready(10_000);
     first.child.kill("SIGKILL");
     await once(tunnel, "close");
-    const second = await spawnKas(env);
-    cleanup.push(() => second.kill());
+    // The same agent address (the agent's URL); the other listeners wherever the OS puts them.
+    const second = await start({ KAS_AGENT_LISTEN_ADDRESS: listenAddressOf(first.addresses.agent) });
     const [again] = await once(a.client, "connected");
     expect(again).not.toBe(tunnel);
     const res = await api(second, `/api/v1/agents/${AGENT_ID}/services/prometheus/metrics`);

@@ -1,10 +1,9 @@
-import { once } from "node:events";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { exitCode, runMain } from "../support/run-main.ts";
-import { portsEnv } from "./support/kas-process.ts";
+import { portsEnv, spawnKas } from "./support/kas-process.ts";
 
 const MAIN = join(import.meta.dirname, "../../cmd/kas/main.ts");
 let dir: string;
@@ -38,23 +37,18 @@ describe("kas main", () => {
   test("a good configuration: observability up with probes and metrics; SIGTERM exits 0", async () => {
     const tokens = join(dir, "tokens.yaml");
     await writeFile(tokens, "dev-token: {agentId: 1, projectId: 1, agentName: dev}\n");
-    const ports = await portsEnv();
-    const port = Number(ports.KAS_OBSERVABILITY_LISTEN_ADDRESS!.split(":")[1]);
-    const child = run([], { ...ports, KAS_AGENT_STATIC_TOKENS_FILE: tokens });
+    const kas = await spawnKas({ ...portsEnv(), KAS_AGENT_STATIC_TOKENS_FILE: tokens });
     try {
-      while (!child.out().includes("kas listening")) {
-        await once(child.stdout!, "data", { signal: AbortSignal.timeout(20_000) });
-      }
-      const ready = await fetch(`http://127.0.0.1:${port}/readiness`);
+      const ready = await fetch(`${kas.addresses.observability}/readiness`);
       expect(ready.status).toBe(200);
-      const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      const metrics = await (await fetch(`${kas.addresses.observability}/metrics`)).text();
       expect(metrics).toContain("# TYPE kas_tunnels gauge");
       expect(metrics).toContain("# TYPE kas_agent_authentications_total counter");
-      child.kill("SIGTERM");
-      expect(await exitCode(child)).toBe(0);
-      expect(child.out()).toContain('"msg":"shutting down"');
+      kas.child.kill("SIGTERM");
+      expect(await kas.exitCode()).toBe(0);
+      expect(kas.out()).toContain('"msg":"shutting down"');
     } finally {
-      child.kill("SIGKILL");
+      kas.kill();
     }
   });
 });

@@ -79,6 +79,11 @@ export class GitLabApiServer {
     this.#agents.set(token, agent);
   }
 
+  /** The token is revoked: GitLab no longer knows it (401). */
+  removeAgent(token: string): void {
+    this.#agents.delete(token);
+  }
+
   /** The token is known but GitLab refuses it (403) or its agent is gone (404). */
   refuse(token: string, status: 403 | 404): void {
     this.#refusals.set(token, status);

@@ -10,7 +10,7 @@ import {
   type TunnelServer,
   type TunnelSession,
 } from "../../../lib/tunnel/index.ts";
-import type { AgentIdentity } from "../auth/index.ts";
+import type { AgentIdentity, TokenRecheck } from "../auth/index.ts";
 import type { ListenConfig } from "../config/index.ts";
 import type { TunnelMetrics } from "../observability/index.ts";
 import {
@@ -20,6 +20,7 @@ import {
   parseSummary,
   summarize,
 } from "./connected-agents.ts";
+import { closeOnRevocation } from "./revocation.ts";
 
 export type AgentSession = TunnelSession<AgentIdentity>;
 
@@ -40,7 +41,9 @@ export interface AgentListenerOptions {
    */
   dispatcher?: StreamDispatcher<AgentSession>;
   onReject?: (rejected: RejectedHandshake) => void;
-  log?: { info(obj: object, msg: string): void };
+  /** Re-checks each tunnel's token while it is open; a refused token closes the agent's tunnels. */
+  tokenRecheck?: Pick<TokenRecheck, "watch">;
+  log?: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
 }
 
 export interface AgentListener {
@@ -81,6 +84,7 @@ export async function serveAgents(options: AgentListenerOptions): Promise<AgentL
       const { agentId, projectId } = session.identity;
       metrics?.track(session, agentId);
       router.register(agentId, session);
+      if (options.tokenRecheck) closeOnRevocation(session, options.tokenRecheck, log);
       track(session);
       if (dispatcher) session.on("stream", (stream) => void dispatcher.handle(stream, session));
       if (options.maxConnectionAgeMs !== undefined) {

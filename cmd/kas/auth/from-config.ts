@@ -6,6 +6,12 @@ import { loadStaticTokens } from "./static-authenticator.ts";
 import type { AgentAuthenticator, AgentInfo, AuthenticateOptions } from "./types.ts";
 
 export interface ConfiguredAuthenticator extends AgentAuthenticator {
+  /**
+   * How long an answer holds, so how often connected agents' tokens are to be re-checked: the
+   * cache TTL with GitLab; undefined with static tokens only (the file is read once, so their
+   * answers never change).
+   */
+  readonly recheckIntervalMs: number | undefined;
   close(): Promise<void>;
 }
 
@@ -44,6 +50,7 @@ export async function createAuthenticatorFromConfig(
   if (chain.length === 0)
     throw new Error("no agent authentication configured (gitlab.address or agent.static_tokens_file)");
   return {
+    recheckIntervalMs: gitlab === undefined ? undefined : config.agent.infoCacheTtlMs,
     async authenticateAgent(token: string, options?: AuthenticateOptions): Promise<AgentInfo> {
       for (const [i, authenticator] of chain.entries()) {
         try {

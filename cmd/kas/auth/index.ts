@@ -28,6 +28,11 @@ export {
   type StaticAgent,
   StaticTokenAuthenticator,
 } from "./static-authenticator.ts";
+export {
+  MIN_RECHECK_INTERVAL_MS,
+  TokenRecheck,
+  type TokenRecheckOptions,
+} from "./token-recheck.ts";
 export type {
   AgentAuthenticator,
   AgentInfo,

@@ -111,7 +111,7 @@ export const KAS_FIELDS: readonly FieldSpec[] = [
     path: "agent.info_cache_ttl",
     ...duration,
     default: "300s",
-    doc: "How long a successful authentication is cached.",
+    doc: "How long a successful authentication is cached; connected agents' tokens are re-checked this often (at least every 1s).",
   },
   {
     path: "agent.info_cache_error_ttl",

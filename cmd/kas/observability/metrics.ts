@@ -1,4 +1,4 @@
-// kas's metrics: the shared tunnel and request metrics under "kas_", and agent authentications.
+// kas's metrics: the shared tunnel and request metrics under "kas_", agent authentications and token re-checks.
 import { Counter, type Registry } from "prom-client";
 import { createRegistry, RequestMetrics, TunnelMetrics } from "../../common/observability/index.ts";
 
@@ -8,6 +8,8 @@ export interface KasMetrics {
   requests: RequestMetrics;
   /** Agent authentications by result ("ok", "unauthenticated", "permission_denied", "not_found", "unavailable"). */
   agentAuth: Counter<"result">;
+  /** Re-checks of connected agents' tokens by result; any but "ok" and "unavailable" closed the token's tunnels. */
+  agentTokenRecheck: Counter<"result">;
 }
 
 export function createKasMetrics(registry: Registry = createRegistry("kas")): KasMetrics {
@@ -18,6 +20,12 @@ export function createKasMetrics(registry: Registry = createRegistry("kas")): Ka
     agentAuth: new Counter({
       name: "kas_agent_authentications_total",
       help: "Agent authentications by result.",
+      labelNames: ["result"],
+      registers: [registry],
+    }),
+    agentTokenRecheck: new Counter({
+      name: "kas_agent_token_rechecks_total",
+      help: "Re-checks of connected agents' tokens by result (a refusal closes the token's tunnels).",
       labelNames: ["result"],
       registers: [registry],
     }),

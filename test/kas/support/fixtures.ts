@@ -1,6 +1,5 @@
 import { randomBytes } from "node:crypto";
 import { writeFile } from "node:fs/promises";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { SignJWT } from "jose";
 import { buildKasConfig, type KasConfig } from "../../../cmd/kas/config/index.ts";
@@ -39,7 +38,7 @@ export function gitlabJwt(secret: Uint8Array, claims: { iss?: string; aud?: stri
     .sign(secret);
 }
 
-/** A configuration on ephemeral loopback ports (the parser refuses port 0, so they are set afterwards). */
+/** A configuration with every listener on an ephemeral loopback port (port 0; kas reports where each ended up). */
 export function inProcessConfig(document: Record<string, unknown>): KasConfig {
   const config = buildKasConfig(document, {});
   const any = { host: "127.0.0.1", port: 0 };
@@ -53,15 +52,4 @@ export function inProcessConfig(document: Record<string, unknown>): KasConfig {
 
 export function silentLogger(): Logger {
   return createLogger({ level: "silent" });
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
 }

@@ -2,7 +2,6 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { join } from "node:path";
 import type { KasAddresses } from "../../../cmd/kas/server.ts";
-import { freePort } from "./fixtures.ts";
 
 const MAIN = join(import.meta.dirname, "../../../cmd/kas/main.ts");
 
@@ -18,8 +17,11 @@ export interface KasProcess {
   kill(): void;
 }
 
-/** Environment putting every listener on a free loopback port. */
-export async function portsEnv(): Promise<Record<string, string>> {
+/**
+ * Environment putting every listener on a loopback port the OS picks (port 0): nothing to race
+ * for. Where each one ended up is read from kas's "kas listening" line (`KasProcess.addresses`).
+ */
+export function portsEnv(): Record<string, string> {
   const names = [
     "KAS_AGENT_LISTEN_ADDRESS",
     "KAS_OBSERVABILITY_LISTEN_ADDRESS",
@@ -27,9 +29,12 @@ export async function portsEnv(): Promise<Record<string, string>> {
     "KAS_AGENT_KUBERNETES_API_LISTEN_ADDRESS",
     "KAS_PRIVATE_API_LISTEN_ADDRESS",
   ];
-  const env: Record<string, string> = {};
-  for (const name of names) env[name] = `127.0.0.1:${await freePort()}`;
-  return env;
+  return Object.fromEntries(names.map((name) => [name, "127.0.0.1:0"]));
+}
+
+/** `host:port` of a listener's URL, to start another kas on the same address. */
+export function listenAddressOf(url: string): string {
+  return new URL(url).host;
 }
 
 export interface SpawnKasOptions {

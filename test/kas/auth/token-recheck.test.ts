@@ -1,0 +1,150 @@
+import { EventEmitter, once } from "node:events";
+import { Agent } from "undici";
+import { afterEach, describe, expect, test, vi } from "vitest";
+import {
+  type AgentAuthError,
+  type AgentAuthErrorCode,
+  AgentToken,
+  GitLabAuthenticator,
+  MIN_RECHECK_INTERVAL_MS,
+  TokenRecheck,
+} from "../../../cmd/kas/auth/index.ts";
+import { AGENT, memoryLogger, startGitLab, TOKEN } from "./helpers.ts";
+
+const TOKEN_43 = "glagent-Hd3mP8qT1vX6zB4nK9wR2sL7";
+const TOKEN_44 = "glagent-Ja5rW2eY7uI0oP3aS6dF9gH1";
+const INTERVAL = 300_000;
+/** The latest a re-check comes: the interval and its 10 % jitter. */
+const PERIOD = INTERVAL * 1.1;
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  vi.useRealTimers();
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+/**
+ * A TokenRecheck over the real GitLab authenticator, without the cache, against the GitLab test
+ * server, on a fake clock (timers and Date; the HTTP exchange itself runs for real).
+ */
+async function setup(intervalMs = INTERVAL) {
+  vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
+  const { api, secret } = await startGitLab({
+    [TOKEN]: AGENT,
+    [TOKEN_43]: { agentId: 43, projectId: 7, agentName: "staging" },
+    [TOKEN_44]: { agentId: 44, projectId: 7, agentName: "qa" },
+  });
+  // undici's own timeouts would run on the fake clock, which jumps while a request is on the wire;
+  // each attempt stays bounded by the authenticator's request timeout (AbortSignal.timeout, real time).
+  const dispatcher = new Agent({ headersTimeout: 0, bodyTimeout: 0, connectTimeout: 0 });
+  const gitlab = new GitLabAuthenticator({ gitlabUrl: api.url, secret, maxAttempts: 1, dispatcher });
+  const results: ("ok" | AgentAuthErrorCode)[] = [];
+  const events = new EventEmitter();
+  const { log, text } = memoryLogger();
+  let lookups = 0; // counted when asked, before any I/O
+  const recheck = new TokenRecheck({
+    authenticator: {
+      authenticateAgent: (token, options) => {
+        lookups++;
+        return gitlab.authenticateAgent(token, options);
+      },
+    },
+    intervalMs,
+    onResult: (result) => {
+      results.push(result);
+      events.emit("result");
+    },
+    log,
+  });
+  cleanups.push(
+    () => api.close(),
+    () => dispatcher.close(),
+    () => recheck.close(),
+  );
+  /** Resolves once `n` re-checks have finished (the clock does not move meanwhile). */
+  const finished = async (n: number) => {
+    while (results.length < n) await once(events, "result", { signal: AbortSignal.timeout(5000) });
+  };
+  /** Each holder's refusals. */
+  const holder = (token: string) => {
+    const refusals: AgentAuthError[] = [];
+    const unwatch = recheck.watch(new AgentToken(token), (e) => refusals.push(e));
+    return { refusals, unwatch };
+  };
+  const tokensAsked = () => api.requests.map((r) => r.agentToken).sort();
+  return { api, recheck, results, finished, holder, lookups: () => lookups, log: text, tokensAsked };
+}
+
+describe("TokenRecheck", () => {
+  test("holders of one token share one re-check: one agent_info call per token per interval", async () => {
+    const { api, results, finished, holder, tokensAsked } = await setup();
+    const tunnels = [holder(TOKEN), holder(TOKEN), holder(TOKEN_43)];
+    await vi.advanceTimersByTimeAsync(PERIOD);
+    await finished(2);
+    expect(api.agentInfoRequests).toBe(2);
+    expect(tokensAsked()).toEqual([TOKEN_43, TOKEN].sort());
+    await vi.advanceTimersByTimeAsync(PERIOD);
+    await finished(4);
+    expect(api.agentInfoRequests).toBe(4);
+    expect(results).toEqual(["ok", "ok", "ok", "ok"]);
+    expect(tunnels.flatMap((t) => t.refusals)).toEqual([]);
+  });
+
+  test("a token GitLab refuses (401, 403, 404): every holder is told once, with the code; no more re-checks", async () => {
+    const { api, recheck, results, finished, holder, lookups } = await setup();
+    const revoked = { [TOKEN]: [holder(TOKEN), holder(TOKEN)], [TOKEN_43]: [holder(TOKEN_43)] };
+    const forbidden = holder(TOKEN_44);
+    api.removeAgent(TOKEN);
+    api.refuse(TOKEN_43, 404);
+    api.refuse(TOKEN_44, 403);
+    await vi.advanceTimersByTimeAsync(PERIOD);
+    await finished(3);
+    expect(results.sort()).toEqual(["not_found", "permission_denied", "unauthenticated"]);
+    for (const h of revoked[TOKEN]!) expect(h.refusals.map((e) => e.code)).toEqual(["unauthenticated"]);
+    for (const h of revoked[TOKEN_43]!) expect(h.refusals.map((e) => e.code)).toEqual(["not_found"]);
+    expect(forbidden.refusals.map((e) => e.code)).toEqual(["permission_denied"]);
+    expect(recheck.size).toBe(0);
+    await vi.advanceTimersByTimeAsync(PERIOD);
+    expect(lookups()).toBe(3);
+  });
+
+  test("GitLab failing (500) is no refusal: the holders keep their tunnels, and the token is asked again an interval later", async () => {
+    const { api, recheck, results, finished, holder, log } = await setup();
+    const tunnel = holder(TOKEN);
+    api.failNext({ status: 500 });
+    await vi.advanceTimersByTimeAsync(PERIOD);
+    await finished(1);
+    expect(results).toEqual(["unavailable"]);
+    expect(tunnel.refusals).toEqual([]);
+    expect(recheck.size).toBe(1);
+    expect(log()).toContain("agent token: re-check failed; its tunnels stay");
+    expect(log()).not.toContain(TOKEN);
+    await vi.advanceTimersByTimeAsync(PERIOD);
+    await finished(2);
+    expect(results).toEqual(["unavailable", "ok"]);
+    expect(api.agentInfoRequests).toBe(2);
+    expect(tunnel.refusals).toEqual([]);
+  });
+
+  test("once the last holder of a token leaves, its re-checks stop", async () => {
+    const { recheck, holder, lookups } = await setup();
+    const [a, b] = [holder(TOKEN), holder(TOKEN)];
+    a.unwatch();
+    a.unwatch(); // idempotent: b still holds the token
+    expect(recheck.size).toBe(1);
+    b.unwatch();
+    expect(recheck.size).toBe(0);
+    await vi.advanceTimersByTimeAsync(2 * PERIOD);
+    expect(lookups()).toBe(0);
+  });
+
+  test(`an interval below ${MIN_RECHECK_INTERVAL_MS} ms (a cache TTL of 0) is raised to it: no tight loop`, async () => {
+    const { finished, holder, lookups } = await setup(0);
+    holder(TOKEN);
+    await vi.advanceTimersByTimeAsync(MIN_RECHECK_INTERVAL_MS - 1);
+    expect(lookups()).toBe(0);
+    await vi.advanceTimersByTimeAsync(MIN_RECHECK_INTERVAL_MS * 0.1 + 1);
+    expect(lookups()).toBe(1);
+    await finished(1);
+  });
+});
