@@ -29,7 +29,10 @@ export const REDACT_PATHS: readonly string[] = [
 const SHAPES: readonly [RegExp, string][] = [
   // JWS compact serialization: base64url JSON header ("eyJ") . payload . signature
   [/eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*/g, REDACTED],
-  [/\b(Bearer|Basic|Token)([ \t]+)[^\s"',;]+/gi, `$1$2${REDACTED}`],
+  [/\b(Bearer|Basic)([ \t]+)[^\s"',;]+/gi, `$1$2${REDACTED}`],
+  // The `Token` scheme only before something credential-like (8+ characters with a digit): the
+  // word "token" is common in plain messages ("agent token is invalid").
+  [/\b(Token)([ \t]+)(?=[^\s"',;]*\d)[^\s"',;]{8,}/gi, `$1$2${REDACTED}`],
   // GitLab token prefixes: agent (glagent-), personal access (glpat-), etc.
   [/\bgl[a-z]{2,8}-[A-Za-z0-9_.-]{8,}/g, REDACTED],
 ];

@@ -5,7 +5,7 @@ import type { AgentAuthError, AgentIdentity, TokenRecheck } from "../auth/index.
  * Why a tunnel was closed: its agent's token was refused on re-check. (The colon matters in log
  * lines: the log scrubber takes the word after "token " for a credential.)
  */
-export const TOKEN_NO_LONGER_VALID = "agent token: no longer valid";
+export const TOKEN_NO_LONGER_VALID = "agent token no longer valid";
 
 /**
  * Has the tunnel's token re-checked while it is open; if GitLab refuses it, the tunnel gets GoAway

@@ -97,7 +97,7 @@ describe("kas re-checks connected agents' tokens", () => {
     await Promise.all(closes);
     for (const session of atKas) {
       expect(session.closed).toBe(true);
-      expect(session.closeError?.message).toMatch(/^agent token: no longer valid: /);
+      expect(session.closeError?.message).toMatch(/^agent token no longer valid: /);
     }
     expect(await kas.agents!.connectedAgents()).toEqual([]);
     expect(kas.router!.local.agentIds()).toEqual([]);
@@ -106,7 +106,7 @@ describe("kas re-checks connected agents' tokens", () => {
     expect(await rechecks(kas, "not_found")).toBe(1);
     const lines = log()
       .split("\n")
-      .filter((l) => l.includes('"msg":"agent token: no longer valid"'));
+      .filter((l) => l.includes('"msg":"agent token no longer valid"'));
     expect(lines.map((l) => JSON.parse(l).agentId).sort()).toEqual(["42", "43", "44"]);
     for (const token of Object.values(TOKENS)) expect(log()).not.toContain(token);
     // The agents redial at once (GoAway) and are refused at the handshake from then on.

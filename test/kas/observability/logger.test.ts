@@ -52,6 +52,15 @@ describe("logger redaction", () => {
     expect(text()).toContain("Bearer [REDACTED]");
   });
 
+  test("the Token scheme is scrubbed, the word token in a message is not", () => {
+    const { log, text } = capture();
+    log.info("Authorization: Token abc123def456 sent");
+    log.info("agent token is invalid or revoked; agent token no longer valid");
+    expect(text()).not.toContain("abc123def456");
+    expect(text()).toContain("Token [REDACTED] sent");
+    expect(text()).toContain("agent token is invalid or revoked; agent token no longer valid");
+  });
+
   test("errors: message, stack and cause are scrubbed, whether logged as {err} or directly", () => {
     const { log, text, lines } = capture();
     const cause = new Error(`inner ${TOKEN}`);
