@@ -4,6 +4,7 @@ export {
   type AgentHttpProxyOptions,
   type AgentTarget,
   type ForwardOptions,
+  ResponseAbortedError,
   SERVICE_NAME,
 } from "./agent-proxy.ts";
 export { describeProxyError, failure, type ProxyFailure } from "./failure.ts";

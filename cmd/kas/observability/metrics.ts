@@ -1,4 +1,4 @@
-// kas's metrics: the shared tunnel and request metrics under "kas_", and agent authentications.
+// kas's metrics: the shared tunnel and request metrics under "kas_", agent authentications, failed agent streams.
 import { Counter, type Registry } from "prom-client";
 import { createRegistry, RequestMetrics, TunnelMetrics } from "../../common/observability/index.ts";
 
@@ -8,6 +8,8 @@ export interface KasMetrics {
   requests: RequestMetrics;
   /** Agent authentications by result ("ok", "unauthenticated", "permission_denied", "not_found", "unavailable"). */
   agentAuth: Counter<"result">;
+  /** Streams agents opened whose handler failed after accepting them, by stream kind ("GRPC", "HTTP", …). */
+  agentStreamFailures: Counter<"kind">;
 }
 
 export function createKasMetrics(registry: Registry = createRegistry("kas")): KasMetrics {
@@ -19,6 +21,12 @@ export function createKasMetrics(registry: Registry = createRegistry("kas")): Ka
       name: "kas_agent_authentications_total",
       help: "Agent authentications by result.",
       labelNames: ["result"],
+      registers: [registry],
+    }),
+    agentStreamFailures: new Counter({
+      name: "kas_agent_stream_handler_errors_total",
+      help: "Streams opened by agents whose handler failed after accepting them, by stream kind.",
+      labelNames: ["kind"],
       registers: [registry],
     }),
   };
