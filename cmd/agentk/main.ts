@@ -3,6 +3,7 @@
 import { realpathSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 import { ConfigError } from "../common/config/errors.ts";
+import { installProcessErrorPolicy } from "../common/process-errors.ts";
 import { createAgent } from "./agent.ts";
 import { type AgentkConfig, agentkHelp, loadAgentkConfig } from "./config/index.ts";
 import {
@@ -32,6 +33,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   }
 
   const log = createLogger({ level: config.logLevel, name: "agentk", base: { pod: config.pod.name } });
+  installProcessErrorPolicy(log);
   const metrics = createAgentkMetrics();
   const readiness = new ReadinessChecks();
   const cleanup: (() => Promise<void>)[] = [];

@@ -2,6 +2,7 @@
 // kas, the agent server, as a process: arguments, configuration, signals. server.ts composes the modules.
 import { realpathSync } from "node:fs";
 import { pathToFileURL } from "node:url";
+import { installProcessErrorPolicy } from "../common/process-errors.ts";
 import { ConfigError, kasHelp, loadKasConfig, parseKasArgs, readKasSecrets } from "./config/index.ts";
 import { createLogger } from "./observability/index.ts";
 import { redisConnection } from "./routing/index.ts";
@@ -31,6 +32,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   }
 
   const log = createLogger({ level: config.observability.logging.level, name: "kas" });
+  installProcessErrorPolicy(log);
   const kas = createKasServer({ config, secrets, log });
   const signalled = shutdownSignal(); // a signal during start still stops kas gracefully
   try {

@@ -3,6 +3,7 @@
 // CI/user access to the Kubernetes proxy) join here: stream kinds agents open go to
 // `agentStreams`, proxy access rules replace `agentTokenAccess`.
 import type { Router, RouterOptions } from "../../lib/router/index.ts";
+import { kindName } from "../../lib/tunnel/header/index.ts";
 import { StreamDispatcher, type TunnelOptions } from "../../lib/tunnel/index.ts";
 import { type AgentListener, type AgentSession, serveAgents } from "./agents/index.ts";
 import { serveApi } from "./api/index.ts";
@@ -54,6 +55,8 @@ export interface KasAddresses {
 
 export interface KasServer {
   readonly metrics: KasMetrics;
+  /** Where modules register the stream kinds agents open (before `start`). */
+  readonly agentStreams: StreamDispatcher<AgentSession>;
   readonly readiness: ReadinessChecks;
   /** Set once started. */
   readonly router: Router | undefined;
@@ -74,6 +77,12 @@ export function createKasServer(options: KasServerOptions): KasServer {
   const agentStreams = new StreamDispatcher<AgentSession>({
     onReject: (err, session) =>
       log.info({ agentId: session.identity.agentId, reason: err.message }, "agent stream refused"),
+    // A handler failing after it accepted a stream is a bug or a lost dependency: never silent.
+    onHandlerError: (err, header, session) => {
+      const kind = kindName(header.kind);
+      log.error({ err, agentId: session.identity.agentId, kind }, "agent stream handler failed");
+      metrics.agentStreamFailures.inc({ kind });
+    },
   });
 
   let authenticator: ConfiguredAuthenticator | undefined;
@@ -107,6 +116,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
   return {
     metrics,
     readiness,
+    agentStreams,
     get router() {
       return router;
     },

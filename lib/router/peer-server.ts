@@ -49,7 +49,10 @@ interface StreamContext {
  */
 export function servePeers(options: PeerServerOptions): Promise<TunnelServer<PeerIdentity>> {
   const { auth, local, replicaId, openTimeoutMs = 10_000 } = options;
-  const dispatcher = new StreamDispatcher<StreamContext>();
+  // A failed handler has its peer stream destroyed by the dispatcher; the agent's goes with it.
+  const dispatcher = new StreamDispatcher<StreamContext>({
+    onHandlerError: (_err, _header, ctx) => ctx.upstream?.destroy(),
+  });
   const admit = async (header: StreamHeader, ctx: StreamContext) => {
     const upstream = await openLocal(local, header.agentId, header, { timeoutMs: openTimeoutMs });
     if (!upstream) {

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Registry } from "prom-client";
 import type { ListenAddress } from "../config/values.ts";
+import { type ErrorRenderer, type GuardLog, guardServer, sendBody } from "../http/index.ts";
 import { listenAt } from "../listen.ts";
 import type { ReadinessChecks } from "./readiness.ts";
 import { scrubString } from "./redact.ts";
@@ -13,7 +14,7 @@ export interface ObservabilityOptions {
   paths?: { metrics?: string; liveness?: string; readiness?: string };
   /** Liveness: the process answers. A daemon may add its own test (e.g. its event loop is not wedged). */
   live?: () => boolean;
-  log?: { warn(obj: object, msg: string): void };
+  log?: GuardLog;
 }
 
 export interface ObservabilityServer {
@@ -23,23 +24,30 @@ export interface ObservabilityServer {
   close(): Promise<void>;
 }
 
-/** Serves Prometheus metrics and the liveness and readiness probes over plain HTTP. */
+/**
+ * Serves Prometheus metrics and the liveness and readiness probes over plain HTTP, under the
+ * guard (`guardServer`): a failing check or scrape is a 500 and a log line, never a crash.
+ */
 export async function serveObservability(options: ObservabilityOptions): Promise<ObservabilityServer> {
   const paths = { metrics: "/metrics", liveness: "/liveness", readiness: "/readiness", ...options.paths };
-  const server = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => {
-      options.log?.warn({ err, path: req.url }, "observability request failed");
-      if (!res.headersSent) send(res, 500, "text/plain; charset=utf-8", "internal error\n");
-      else res.destroy();
-    });
-  });
+  const routeOf = (req: IncomingMessage) => {
+    const path = (req.url ?? "/").split("?")[0]!;
+    return [paths.metrics, paths.liveness, paths.readiness].includes(path) ? path : "unknown";
+  };
+  const server = createServer();
   server.headersTimeout = 10_000;
   server.requestTimeout = 30_000;
+  guardServer(server, {
+    front: "observability",
+    ...(options.log && { log: options.log }),
+    routeOf,
+    renderError: plainText,
+    request: handle,
+  });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = (req.url ?? "/").split("?")[0];
-    const route = [paths.metrics, paths.liveness, paths.readiness].includes(path!) ? path : undefined;
-    if (route === undefined) return send(res, 404, "text/plain; charset=utf-8", "not found\n");
+    const route = routeOf(req);
+    if (route === "unknown") return send(res, 404, "text/plain; charset=utf-8", "not found\n");
     if (req.method !== "GET" && req.method !== "HEAD") {
       res.setHeader("allow", "GET, HEAD");
       return send(res, 405, "text/plain; charset=utf-8", "method not allowed\n");
@@ -72,11 +80,11 @@ export async function serveObservability(options: ObservabilityOptions): Promise
   };
 }
 
+const plainText: ErrorRenderer = ({ message }) => ({
+  type: "text/plain; charset=utf-8",
+  body: `${message}\n`,
+});
+
 function send(res: ServerResponse, status: number, type: string, body: string): void {
-  res.writeHead(status, {
-    "content-type": type,
-    "cache-control": "no-store",
-    "content-length": Buffer.byteLength(body),
-  });
-  res.end(res.req.method === "HEAD" ? undefined : body);
+  sendBody(res, status, { type, body });
 }

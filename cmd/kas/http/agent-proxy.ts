@@ -86,7 +86,8 @@ export class AgentHttpProxy {
   /**
    * Sends `req` to the target and streams the answer into `res`, both bodies streaming.
    * Rejects, with nothing written to `res`, when no response headers came from the agent
-   * (see `describeProxyError`); once headers are out, a failure resets `res`.
+   * (see `describeProxyError`). Once headers are out, a failure of the agent's side resets `res`
+   * and rejects with {@link ResponseAbortedError}; the client leaving resets it and resolves.
    */
   async forward(
     target: AgentTarget,
@@ -117,7 +118,20 @@ export class AgentHttpProxy {
     }
     res.writeHead(upstream.statusCode, headers);
     res.flushHeaders();
-    await pipeline(upstream.body, res).catch(() => res.destroy());
+    // Whichever end fails first is the cause: the pipeline then tears down the other one.
+    let first: "client" | "agent" | undefined;
+    res.once("close", () => {
+      first ??= "client";
+    });
+    upstream.body.once("error", () => {
+      first ??= "agent";
+    });
+    try {
+      await pipeline(upstream.body, res);
+    } catch (err) {
+      res.destroy();
+      if (first !== "client") throw new ResponseAbortedError(target, err);
+    }
   }
 
   /**
@@ -164,6 +178,18 @@ export class AgentHttpProxy {
       { kind: Kind.KIND_HTTP, service: target.service },
       { signal, deadline: Date.now() + this.#dialTimeoutMs },
     );
+  }
+}
+
+/** The agent's side failed after the response headers were sent: the client got a truncated body. */
+export class ResponseAbortedError extends Error {
+  override name = "ResponseAbortedError";
+
+  constructor(target: AgentTarget, cause: unknown) {
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    super(`response from agent ${target.agentId}'s service ${target.service} failed midway: ${reason}`, {
+      cause,
+    });
   }
 }
 

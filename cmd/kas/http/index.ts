@@ -4,8 +4,8 @@ export {
   type AgentHttpProxyOptions,
   type AgentTarget,
   type ForwardOptions,
+  ResponseAbortedError,
   SERVICE_NAME,
 } from "./agent-proxy.ts";
 export { describeProxyError, failure, type ProxyFailure } from "./failure.ts";
-export { type HttpListener, type HttpListenOptions, listenHttp, type UpgradeListener } from "./listen.ts";
-export { rawError } from "./raw-error.ts";
+export { type HttpListener, type HttpListenOptions, listenHttp } from "./listen.ts";

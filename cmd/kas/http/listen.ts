@@ -1,21 +1,25 @@
 import { readFile } from "node:fs/promises";
 import * as http from "node:http";
 import * as https from "node:https";
-import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { ListenAddress } from "../../common/config/values.ts";
+import {
+  type GuardOptions,
+  guardServer,
+  HttpError,
+  type RequestHandler,
+  type UpgradeHandler,
+} from "../../common/http/index.ts";
 import { listenAt } from "../../common/listen.ts";
 import type { TlsFiles } from "../config/index.ts";
 
-export type UpgradeListener = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void;
-
-export interface HttpListenOptions {
+export interface HttpListenOptions extends GuardOptions {
   address: ListenAddress;
   /** Serve HTTPS with these PEM files. */
   tls?: TlsFiles;
-  handler: http.RequestListener;
+  handler: RequestHandler;
   /** Requests with `Connection: Upgrade` (exec, attach, port-forward, WebSocket). */
-  onUpgrade?: UpgradeListener;
+  onUpgrade?: UpgradeHandler;
 }
 
 export interface HttpListener {
@@ -29,7 +33,11 @@ export interface HttpListener {
   close(graceMs?: number): Promise<void>;
 }
 
-/** An HTTP/1.1 front (API, Kubernetes API proxy) that can drain gracefully. */
+/**
+ * An HTTP/1.1 front (API, Kubernetes API proxy) that can drain gracefully. Handlers run under the
+ * guard (`guardServer`): a failure becomes an answer in the front's format and a log line, never
+ * a crash; the guard also records the request metrics.
+ */
 export async function listenHttp(options: HttpListenOptions): Promise<HttpListener> {
   const inFlight = new Set<http.ServerResponse>();
   const upgraded = new Set<Duplex>();
@@ -39,7 +47,7 @@ export async function listenHttp(options: HttpListenOptions): Promise<HttpListen
     if (closing && inFlight.size === 0 && upgraded.size === 0) settled?.();
   };
 
-  const handler: http.RequestListener = (req, res) => {
+  const track = (res: http.ServerResponse) => {
     inFlight.add(res);
     if (closing) res.shouldKeepAlive = false;
     res.once("close", () => {
@@ -47,37 +55,33 @@ export async function listenHttp(options: HttpListenOptions): Promise<HttpListen
       if (closing) setImmediate(() => server.closeIdleConnections());
       checkDrained();
     });
-    options.handler(req, res);
   };
+  const onUpgrade = options.onUpgrade;
   const tls = options.tls?.certificateFile && options.tls.keyFile ? options.tls : undefined;
   const server: http.Server = tls
-    ? https.createServer(
-        { cert: await readFile(tls.certificateFile!), key: await readFile(tls.keyFile!) },
-        handler,
-      )
-    : http.createServer(handler);
+    ? https.createServer({ cert: await readFile(tls.certificateFile!), key: await readFile(tls.keyFile!) })
+    : http.createServer();
   // Watches and `logs -f` are long: no whole-request deadline; headers must still come quickly.
   server.requestTimeout = 0;
   server.headersTimeout = 30_000;
   server.keepAliveTimeout = 30_000;
-  if (options.onUpgrade) {
-    const onUpgrade = options.onUpgrade;
-    server.on("upgrade", (req: http.IncomingMessage, socket: Socket, head: Buffer) => {
-      if (closing) {
-        socket.end("HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\ncontent-length: 0\r\n\r\n");
-        return;
-      }
-      upgraded.add(socket);
-      socket.once("close", () => {
-        upgraded.delete(socket);
-        checkDrained();
-      });
-      onUpgrade(req, socket, head);
-    });
-  }
-  server.on("clientError", (_err, socket: Duplex) => {
-    if (socket.writable) socket.end("HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n");
-    else socket.destroy();
+  guardServer(server, {
+    ...options,
+    request: (req, res) => {
+      track(res);
+      return options.handler(req, res);
+    },
+    ...(onUpgrade && {
+      upgrade: (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
+        if (closing) throw new HttpError(503, "shutting down");
+        upgraded.add(socket);
+        socket.once("close", () => {
+          upgraded.delete(socket);
+          checkDrained();
+        });
+        return onUpgrade(req, socket, head);
+      },
+    }),
   });
 
   const { url, port } = await listenAt(server, options.address, tls ? "https" : "http");

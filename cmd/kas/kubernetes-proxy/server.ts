@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
+import { type ErrorRenderer, type GuardLog, rawAnswer, sendBody } from "../../common/http/index.ts";
 import { kubeStatus } from "../../common/kubernetes-status.ts";
 import type { ListenConfig } from "../config/index.ts";
 import {
@@ -10,7 +11,6 @@ import {
   type HttpListener,
   listenHttp,
   type ProxyFailure,
-  rawError,
 } from "../http/index.ts";
 import type { RequestMetrics } from "../observability/index.ts";
 import { type AuthorizeProxyRequest, type ProxyAccess, ProxyAccessError } from "./access.ts";
@@ -25,7 +25,7 @@ export interface KubernetesProxyOptions {
   authorize: AuthorizeProxyRequest;
   proxy: AgentHttpProxy;
   metrics?: RequestMetrics;
-  log?: { warn(obj: object, msg: string): void };
+  log?: GuardLog & { warn(obj: object, msg: string): void };
 }
 
 const ROUTE = "kubernetes_api";
@@ -78,20 +78,21 @@ export async function serveKubernetesProxy(options: KubernetesProxyOptions): Pro
     try {
       await proxy.forward({ agentId: access.agentId, service: KUBERNETES_SERVICE }, req, res, o);
     } catch (err) {
-      if (res.headersSent || res.destroyed) return void res.destroy();
+      // Cut after its headers went out: the guard logs it and counts it as aborted.
+      if (res.headersSent) throw err;
+      if (res.destroyed) return; // the client left before the agent answered
       const f = describeProxyError(err, access.agentId);
       if (f.status >= 500) options.log?.warn({ err, agentId: access.agentId }, "Kubernetes API proxy");
       sendStatus(res, f);
     }
   };
 
-  const upgrade = async (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    const end = metrics?.start(UPGRADE_ROUTE);
+  const upgrade = async (req: IncomingMessage, socket: Duplex, head: Buffer): Promise<number> => {
     const gone = new AbortController();
     socket.once("close", () => gone.abort());
     const refuse = (f: ProxyFailure) => {
-      end?.(f.status);
-      rawError(socket, f, `${JSON.stringify(kubeStatus(f.status, f.message, f.reason))}\n`);
+      rawAnswer(socket, f.status, renderStatus(f));
+      return f.status;
     };
     const access = await authorizeOrFail(req, gone.signal);
     if ("status" in access) return refuse(access);
@@ -99,36 +100,36 @@ export async function serveKubernetesProxy(options: KubernetesProxyOptions): Pro
     if ("status" in o) return refuse(o);
     try {
       await proxy.upgrade({ agentId: access.agentId, service: KUBERNETES_SERVICE }, req, socket, head, o);
-      end?.(101);
+      return 101;
     } catch (err) {
-      refuse(describeProxyError(err, access.agentId));
+      return refuse(describeProxyError(err, access.agentId));
     }
   };
 
   return listenHttp({
     address: options.listen.address,
     tls: options.listen,
-    handler: (req, res) => {
-      const end = metrics?.start(ROUTE);
-      res.once("close", () => end?.(res.headersSent ? res.statusCode : 499));
-      handle(req, res).catch((err: unknown) => {
-        options.log?.warn({ err }, "Kubernetes API proxy request failed");
-        if (!res.headersSent) sendStatus(res, failure(500, "internal error"));
-        else res.destroy();
-      });
-    },
-    onUpgrade: (req, socket, head) => void upgrade(req, socket, head).catch(() => socket.destroy()),
+    front: "kubernetes_api",
+    ...(options.log && { log: options.log }),
+    ...(metrics && { metrics }),
+    routeOf: (_req, upgrade) => (upgrade ? UPGRADE_ROUTE : ROUTE),
+    renderError: renderStatus,
+    handler: handle,
+    onUpgrade: upgrade,
   });
 }
 
+/** Failures as kubectl expects them: a Kubernetes `Status`. */
+const renderStatus: ErrorRenderer = (f) => ({
+  type: "application/json",
+  body: `${JSON.stringify(kubeStatus(f.status, f.message, f.reason))}\n`,
+});
+
 function sendStatus(res: ServerResponse, f: ProxyFailure): void {
-  const body = `${JSON.stringify(kubeStatus(f.status, f.message, f.reason))}\n`;
-  const headers: Record<string, string | number> = {
-    "content-type": "application/json",
-    "cache-control": "no-store",
-    "content-length": Buffer.byteLength(body),
-  };
-  if (f.status === 401) headers["www-authenticate"] = 'Bearer realm="kas"';
-  res.writeHead(f.status, headers);
-  res.end(res.req.method === "HEAD" ? undefined : body);
+  sendBody(
+    res,
+    f.status,
+    renderStatus(f),
+    f.status === 401 ? { "www-authenticate": 'Bearer realm="kas"' } : {},
+  );
 }

@@ -1,4 +1,5 @@
-// kas's metrics: the shared tunnel and request metrics under "kas_", agent authentications and token re-checks.
+// kas's metrics: the shared tunnel and request metrics under "kas_", agent authentications, token
+// re-checks and failed agent streams.
 import { Counter, type Registry } from "prom-client";
 import { createRegistry, RequestMetrics, TunnelMetrics } from "../../common/observability/index.ts";
 
@@ -10,6 +11,8 @@ export interface KasMetrics {
   agentAuth: Counter<"result">;
   /** Re-checks of connected agents' tokens by result; any but "ok" and "unavailable" closed the token's tunnels. */
   agentTokenRecheck: Counter<"result">;
+  /** Streams agents opened whose handler failed after accepting them, by stream kind ("GRPC", "HTTP", …). */
+  agentStreamFailures: Counter<"kind">;
 }
 
 export function createKasMetrics(registry: Registry = createRegistry("kas")): KasMetrics {
@@ -27,6 +30,12 @@ export function createKasMetrics(registry: Registry = createRegistry("kas")): Ka
       name: "kas_agent_token_rechecks_total",
       help: "Re-checks of connected agents' tokens by result (a refusal closes the token's tunnels).",
       labelNames: ["result"],
+      registers: [registry],
+    }),
+    agentStreamFailures: new Counter({
+      name: "kas_agent_stream_handler_errors_total",
+      help: "Streams opened by agents whose handler failed after accepting them, by stream kind.",
+      labelNames: ["kind"],
       registers: [registry],
     }),
   };

@@ -2,6 +2,7 @@ import { once } from "node:events";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { rawExchange } from "../../support/raw-http.ts";
 import { AGENT_ID, gitlabJwt, OTHER_TOKEN, TOKEN } from "../support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "../support/in-process.ts";
 import { startStandInAgent } from "../support/stand-in-agent.ts";
@@ -137,6 +138,22 @@ describe("API for GitLab (in-process kas, stand-in agents)", () => {
   it("unknown endpoints: 404; bad agent ids: 400", async () => {
     expect((await api("/api/v1/nope")).status).toBe(404);
     expect((await api("/api/v1/agents/abc/services/prometheus/")).status).toBe(400);
+  });
+
+  // Issue 10, item 3: this Upgrade request made decodeURIComponent throw where nothing caught it; kas exited.
+  it("a malformed percent-encoding in the path: 400 saying so, plain or Upgrade; kas carries on", async () => {
+    const path = "/api/v1/agents/1/services/x%E0%A4%A/y";
+    const answer = await rawExchange(
+      Number(new URL(kas.addresses.api!).port),
+      `GET ${path} HTTP/1.1\r\nhost: kas\r\ngitlab-kas-api-request: ${jwt}\r\nconnection: Upgrade\r\nupgrade: websocket\r\n\r\n`,
+    );
+    expect(answer.statusLine).toBe("HTTP/1.1 400 Bad Request");
+    const expected = 'malformed percent-encoding in the service name "x%E0%A4%A"';
+    expect(JSON.parse(answer.body)).toEqual({ error: expected });
+    const plain = await api(path);
+    expect(plain.status).toBe(400);
+    expect(await plain.json()).toEqual({ error: expected });
+    expect((await api("/api/v1/agents")).status).toBe(200);
   });
 
   it("an Upgrade request reaches the service and bytes flow both ways; without the JWT: 401", async () => {

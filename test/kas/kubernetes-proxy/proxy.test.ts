@@ -2,7 +2,11 @@ import { once } from "node:events";
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http";
 import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AgentHttpProxy } from "../../../cmd/kas/http/index.ts";
+import { kubeStatus, serveKubernetesProxy } from "../../../cmd/kas/kubernetes-proxy/index.ts";
+import { Router } from "../../../lib/router/index.ts";
 import { RejectCode, StreamRejectedError } from "../../../lib/tunnel/index.ts";
+import { rawExchange } from "../../support/raw-http.ts";
 import { OTHER_TOKEN, THIRD_TOKEN, TOKEN } from "../support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "../support/in-process.ts";
 import { startStandInAgent } from "../support/stand-in-agent.ts";
@@ -168,5 +172,34 @@ describe("Kubernetes API proxy (in-process kas, stand-in agents)", () => {
     const res = await proxy("/k8s-proxy/api/v1/namespaces", bearer(OTHER_TOKEN));
     expect(res.status).toBe(503);
     expect(await status(res)).toMatchObject({ reason: "ServiceUnavailable", code: 503 });
+  });
+});
+
+describe("Kubernetes API proxy: a failure of its own is a 500 Kubernetes Status, plain or Upgrade", () => {
+  it("an authorization hook that throws (a bug, not a refusal)", async () => {
+    const router = await new Router({}).start();
+    const agentProxy = new AgentHttpProxy(router, { dialTimeoutMs: 100 });
+    const front = await serveKubernetesProxy({
+      listen: { address: { host: "127.0.0.1", port: 0 } },
+      authorize: async () => {
+        throw new TypeError("Cannot read properties of undefined");
+      },
+      proxy: agentProxy,
+    });
+    try {
+      const res = await fetch(`${front.url}/api/v1/namespaces`);
+      expect(res.status).toBe(500);
+      expect(await res.json()).toEqual(kubeStatus(500, "internal error", "InternalError"));
+      const answer = await rawExchange(
+        front.port,
+        "POST /api/v1/namespaces/default/pods/p/exec HTTP/1.1\r\nhost: kas\r\nconnection: Upgrade\r\nupgrade: SPDY/3.1\r\n\r\n",
+      );
+      expect(answer.statusLine).toBe("HTTP/1.1 500 Internal Server Error");
+      expect(JSON.parse(answer.body)).toEqual(kubeStatus(500, "internal error", "InternalError"));
+    } finally {
+      await front.close(0);
+      await agentProxy.destroy();
+      await router.close();
+    }
   });
 });

@@ -1,17 +1,21 @@
+import { Gauge } from "prom-client";
 import { afterEach, describe, expect, test } from "vitest";
 import {
   createKasMetrics,
+  type Logger,
   ReadinessChecks,
   serveObservability,
 } from "../../../cmd/kas/observability/index.ts";
 import { dial, serveTunnels, TunnelSession } from "../../../lib/tunnel/index.ts";
+import { rawExchange } from "../../support/raw-http.ts";
+import { memoryLogger } from "../auth/helpers.ts";
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function start(paths?: { metrics?: string; liveness?: string; readiness?: string }) {
+async function start(paths?: { metrics?: string; liveness?: string; readiness?: string }, log?: Logger) {
   const metrics = createKasMetrics();
   const readiness = new ReadinessChecks({ timeoutMs: 200 });
   const server = await serveObservability({
@@ -19,6 +23,7 @@ async function start(paths?: { metrics?: string; liveness?: string; readiness?: 
     registry: metrics.registry,
     readiness,
     ...(paths && { paths }),
+    ...(log && { log }),
   });
   cleanups.push(() => server.close());
   return { metrics, readiness, server };
@@ -149,6 +154,36 @@ describe("observability listener", () => {
     const head = await fetch(`${server.url}/live`, { method: "HEAD" });
     expect(head.status).toBe(200);
     expect(await head.text()).toBe("");
+  });
+
+  test("a scrape that fails is a 500 and a log line, and the server carries on; CONNECT is a 405", async () => {
+    const logs = memoryLogger();
+    const { server, metrics } = await start(undefined, logs.log);
+    new Gauge({
+      name: "kas_broken",
+      help: "A collector with a bug.",
+      registers: [metrics.registry],
+      collect() {
+        throw new Error("collector bug");
+      },
+    });
+    const res = await fetch(`${server.url}/metrics`);
+    expect(res.status).toBe(500);
+    expect(await res.text()).toBe("internal error\n");
+    const line = JSON.parse(
+      logs
+        .text()
+        .split("\n")
+        .find((l) => l.includes("request failed"))!,
+    );
+    expect(line).toMatchObject({ level: 50, front: "observability", method: "GET", route: "/metrics" });
+    expect(line.err.message).toBe("collector bug");
+    expect((await fetch(`${server.url}/liveness`)).status).toBe(200);
+    const connect = await rawExchange(
+      server.port,
+      "CONNECT example.com:443 HTTP/1.1\r\nhost: example.com:443\r\n\r\n",
+    );
+    expect(connect.statusLine).toBe("HTTP/1.1 405 Method Not Allowed");
   });
 
   test("a port in use: listening fails with EADDRINUSE", async () => {

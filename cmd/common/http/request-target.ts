@@ -1,0 +1,35 @@
+import type { IncomingMessage } from "node:http";
+import { HttpError } from "./http-error.ts";
+
+/** A request target's path (dot segments resolved) and query string, parsed without throwing. */
+export interface RequestTarget {
+  /** Still percent-encoded: decode segments with {@link decodePathSegment}. */
+  pathname: string;
+  /** `?…` or "". */
+  search: string;
+  query: URLSearchParams;
+}
+
+/** Parses `req.url`; a target that is no URL at all (e.g. `http://[`) is a 400. */
+export function requestTarget(req: IncomingMessage): RequestTarget {
+  let url: URL;
+  try {
+    url = new URL(req.url ?? "/", "http://kas");
+  } catch {
+    throw new HttpError(400, "malformed request target");
+  }
+  return { pathname: url.pathname, search: url.search, query: url.searchParams };
+}
+
+/**
+ * `decodeURIComponent` for one path segment, the part named `what` (e.g. "service name");
+ * a malformed percent-encoding (`%E0%A4%A`) is the caller's mistake: a 400 saying so.
+ */
+export function decodePathSegment(segment: string, what: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    const shown = segment.length > 100 ? `${segment.slice(0, 100)}…` : segment;
+    throw new HttpError(400, `malformed percent-encoding in the ${what} "${shown}"`);
+  }
+}
