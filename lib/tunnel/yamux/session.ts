@@ -14,7 +14,7 @@ export interface SessionStats {
   bytesOut: number;
   /** Last measured round trip in ms; 0 until the first ping returns. */
   rttMs: number;
-  /** Control frames waiting for the connection; never more than `maxControlQueue`. */
+  /** Control frames waiting for the connection: at most `maxControlQueue`, and a last GoAway. */
   queuedControlFrames: number;
 }
 

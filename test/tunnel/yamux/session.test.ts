@@ -7,6 +7,7 @@ import {
   FrameType,
   GoAwayCode,
 } from "../../../lib/tunnel/yamux/index.ts";
+import { resolveOptions } from "../../../lib/tunnel/yamux/options.ts";
 import { echo, rawPair, type SessionPair, sessionPair, sha256, sha256Of, until } from "./harness.ts";
 
 const digestOf = (text: string) => ({ hex: sha256(Buffer.from(text)), bytes: Buffer.byteLength(text) });
@@ -101,6 +102,30 @@ describe("GoAway", () => {
 });
 
 describe("limits", () => {
+  test("options: defaults for the stalled-peer limits, and values that cannot work are refused", () => {
+    const d = resolveOptions({ client: true });
+    expect([d.maxControlQueue, d.connectionWriteTimeoutMs, d.streamCloseTimeoutMs]).toEqual([
+      4 * 4096,
+      30_000,
+      300_000,
+    ]);
+    expect(resolveOptions({ client: true, maxStreams: 10 }).maxControlQueue).toBe(1024);
+    expect(
+      resolveOptions({ client: true, connectionWriteTimeoutMs: 0, streamCloseTimeoutMs: 0 }),
+    ).toMatchObject(
+      { connectionWriteTimeoutMs: 0, streamCloseTimeoutMs: 0 }, // 0 disables
+    );
+    for (const bad of [
+      { maxControlQueue: 0 },
+      { maxControlQueue: 1.5 },
+      { connectionWriteTimeoutMs: -1 },
+      { connectionWriteTimeoutMs: Number.NaN },
+      { streamCloseTimeoutMs: 2 ** 31 }, // setTimeout would fire it after 1 ms
+    ]) {
+      expect(() => resolveOptions({ client: true, ...bad }), JSON.stringify(bad)).toThrow(RangeError);
+    }
+  });
+
   test("accept backlog: beyond it, inbound streams are reset; accepted ones are acknowledged", async () => {
     const { session, peer } = await rawPair({ client: false, acceptBacklog: 2 });
     peer.send(...[1, 3, 5].map((id) => encodeHeader(FrameType.WindowUpdate, Flag.SYN, id, 0)));

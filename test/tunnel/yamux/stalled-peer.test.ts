@@ -1,7 +1,14 @@
 import { once } from "node:events";
 import { afterEach, describe, expect, test, vi } from "vitest";
-import { encodeHeader, Flag, FrameType, GoAwayCode, type Session } from "../../../lib/tunnel/yamux/index.ts";
-import { rawPair, stallPeer, until } from "./harness.ts";
+import {
+  encodeHeader,
+  Flag,
+  FrameType,
+  GoAwayCode,
+  HEADER_SIZE,
+  type Session,
+} from "../../../lib/tunnel/yamux/index.ts";
+import { type RawPeer, rawPair, stallPeer, until } from "./harness.ts";
 
 // A peer that keeps provoking control frames (pings, refused SYNs) but never reads our side of
 // the connection must neither grow our memory nor keep the session forever.
@@ -40,10 +47,10 @@ function watchControlQueue(session: Session, conn: NodeJS.EventEmitter): () => n
 const pings = (from: number, n: number) =>
   Array.from({ length: n }, (_, i) => encodeHeader(FrameType.Ping, Flag.SYN, 0, from + i));
 
-/** Sends `frames` in writes of 1000 and resolves once the session has read all of them. */
-async function flood(session: Session, send: (...frames: Buffer[]) => void, frames: Buffer[]) {
-  const target = session.stats.bytesIn + frames.length * 12;
-  for (let i = 0; i < frames.length; i += 1000) send(...frames.slice(i, i + 1000));
+/** Sends header-only `frames` in writes of 1000; resolves once the session has read them all. */
+async function flood(session: Session, peer: RawPeer, frames: Buffer[]) {
+  const target = session.stats.bytesIn + frames.length * HEADER_SIZE;
+  for (let i = 0; i < frames.length; i += 1000) peer.send(...frames.slice(i, i + 1000));
   await until(() => session.stats.bytesIn >= target || session.closed, 20_000, "the flood to be read");
 }
 
@@ -52,7 +59,7 @@ describe("a peer that sends pings and never reads", () => {
     const { session, peer, sockets } = await stalledPair({});
     const maxQueued = watchControlQueue(session, sockets[0]);
     const n = 100_000;
-    await flood(session, (...f) => peer.send(...f), pings(1, n));
+    await flood(session, peer, pings(1, n));
     expect(maxQueued()).toBe(1);
     expect(session.stats.queuedControlFrames).toBe(1);
     expect(session.closed).toBe(false);
@@ -72,7 +79,7 @@ describe("a peer that sends pings and never reads", () => {
       connectionWriteTimeoutMs: writeTimeout,
     });
     const closed = once(session, "close");
-    await flood(session, (...f) => peer.send(...f), pings(1, 10_000));
+    await flood(session, peer, pings(1, 10_000));
     // Synchronous from here: no I/O can drain the connection in between.
     expect(sockets[0].writableNeedDrain).toBe(true);
     vi.advanceTimersByTime(writeTimeout - 1);
@@ -96,6 +103,7 @@ describe("a stalled reader", () => {
     vi.advanceTimersByTime(2_999);
     expect(session.closed).toBe(false);
     vi.advanceTimersByTime(1);
+    expect(session.closed).toBe(true);
     expect((await closed)[0]).toMatchObject({ code: "ERR_YAMUX_WRITE_TIMEOUT" });
   });
 
@@ -109,7 +117,7 @@ describe("a stalled reader", () => {
     const closed = once(session, "close");
     // Before each keepalive tick the peer has said something: it is alive, but it reads nothing.
     for (let tick = 0; tick < 4 && !session.closed; tick++) {
-      await flood(session, (...f) => peer.send(...f), pings(tick, 1));
+      await flood(session, peer, pings(tick, 1));
       vi.advanceTimersByTime(1_000);
     }
     expect(session.closed).toBe(true);
@@ -142,7 +150,7 @@ describe("a peer that floods SYNs beyond the accept backlog", () => {
     });
     const maxQueued = watchControlQueue(session, sockets[0]);
     const closed = once(session, "close");
-    await flood(session, (...f) => peer.send(...f), syns(1, 10_000));
+    await flood(session, peer, syns(1, 10_000));
     expect(maxQueued()).toBeLessThanOrEqual(maxControlQueue);
     expect((await closed)[0]).toMatchObject({ code: "ERR_YAMUX_CONTROL_QUEUE_FULL" });
 
