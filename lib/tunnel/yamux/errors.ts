@@ -31,4 +31,16 @@ export const errors = {
   refused: () => new YamuxError("ECONNREFUSED", "stream refused by peer"),
   openTimeout: (ms: number) => new YamuxError("ETIMEDOUT", `stream not acknowledged within ${ms} ms`),
   pingTimeout: (ms: number) => new YamuxError("ETIMEDOUT", `peer did not answer a ping within ${ms} ms`),
+  /** The peer made us queue more control frames than the bound while it read none of them. */
+  controlQueueFull: (max: number) =>
+    new YamuxError(
+      "ERR_YAMUX_CONTROL_QUEUE_FULL",
+      `more than ${max} control frames queued behind a connection the peer does not read`,
+    ),
+  /** The connection took none of our bytes for too long: the peer stopped reading, or the path is dead. */
+  writeTimeout: (ms: number) =>
+    new YamuxError("ERR_YAMUX_WRITE_TIMEOUT", `connection made no write progress for ${ms} ms`),
+  /** We closed our side of a stream and the peer never closed its own. */
+  closeTimeout: (ms: number) =>
+    new YamuxError("ETIMEDOUT", `peer did not close its side of the stream within ${ms} ms of ours`),
 };

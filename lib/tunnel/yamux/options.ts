@@ -23,7 +23,30 @@ export interface SessionOptions {
   maxWriteSize?: number;
   /** After close, how long the connection may take to flush before it is destroyed. Default 5 s. */
   closeTimeoutMs?: number;
+  /**
+   * Control frames (window updates, pings and their answers, SYN/ACK/RST) waiting for a congested
+   * connection. A peer that keeps provoking them without reading them would otherwise grow the
+   * queue without end; beyond this the session ends with GoAway(internal error). Answers to the
+   * peer's pings never count for more than one (only the newest is kept while congested).
+   * Default 4 per stream at `maxStreams`, at least 1024.
+   */
+  maxControlQueue?: number;
+  /**
+   * A connection that takes none of our queued bytes for this long (the peer stopped reading, or
+   * the path is dead) closes the session, whatever the peer sends meanwhile; 0 disables. Progress
+   * is a drained write of up to `maxWriteSize`: keep this well above the time the slowest link
+   * needs for one (1 MiB in 30 s is 35 KB/s). Default 30 s (hashicorp/yamux: 10 s per frame).
+   */
+  connectionWriteTimeoutMs?: number;
+  /**
+   * A stream we closed (FIN sent) whose peer does not close its side within this time is reset, so
+   * a peer cannot hold streams half-open forever. 0 disables. Default 5 min, as the reference.
+   */
+  streamCloseTimeoutMs?: number;
 }
+
+/** The longest delay setTimeout honours. */
+const MAX_TIMER_MS = 0x7fffffff;
 
 export type ResolvedOptions = Required<SessionOptions>;
 
@@ -40,6 +63,9 @@ export function resolveOptions(opts: SessionOptions): ResolvedOptions {
     writeBufferSize: opts.writeBufferSize ?? 1024 * 1024,
     maxWriteSize: opts.maxWriteSize ?? 1024 * 1024,
     closeTimeoutMs: opts.closeTimeoutMs ?? 5_000,
+    maxControlQueue: opts.maxControlQueue ?? Math.max(1024, 4 * (opts.maxStreams ?? 4096)),
+    connectionWriteTimeoutMs: opts.connectionWriteTimeoutMs ?? 30_000,
+    streamCloseTimeoutMs: opts.streamCloseTimeoutMs ?? 5 * 60_000,
   };
   const positive = [
     "maxFrameSize",
@@ -47,9 +73,23 @@ export function resolveOptions(opts: SessionOptions): ResolvedOptions {
     "acceptBacklog",
     "writeBufferSize",
     "maxWriteSize",
+    "maxControlQueue",
   ] as const;
   for (const k of positive) {
     if (!Number.isInteger(o[k]) || o[k] <= 0) throw new RangeError(`yamux: ${k} must be a positive integer`);
+  }
+  const durations = [
+    "keepAliveIntervalMs",
+    "keepAliveTimeoutMs",
+    "streamOpenTimeoutMs",
+    "closeTimeoutMs",
+    "connectionWriteTimeoutMs",
+    "streamCloseTimeoutMs",
+  ] as const;
+  for (const k of durations) {
+    // setTimeout turns anything beyond 2^31-1 ms into 1 ms: a typo would fire at once.
+    if (!(o[k] >= 0 && o[k] <= MAX_TIMER_MS))
+      throw new RangeError(`yamux: ${k} must be between 0 and ${MAX_TIMER_MS}`);
   }
   if (o.maxStreamWindow < INITIAL_WINDOW || o.maxStreamWindow > 0xffffffff) {
     throw new RangeError(`yamux: maxStreamWindow must be between ${INITIAL_WINDOW} and 2^32-1`);

@@ -14,6 +14,8 @@ export interface SessionStats {
   bytesOut: number;
   /** Last measured round trip in ms; 0 until the first ping returns. */
   rttMs: number;
+  /** Control frames waiting for the connection: at most `maxControlQueue`, and a last GoAway. */
+  queuedControlFrames: number;
 }
 
 interface PendingPing {
@@ -69,7 +71,17 @@ export class Session extends EventEmitter<SessionEvents> {
     this.#conn = conn;
     this.#opts = resolveOptions(options);
     this.#nextId = this.#opts.client ? 1 : 2;
-    this.#writer = new FrameWriter(conn, this.#opts.maxWriteSize, this.#opts.writeBufferSize);
+    const o = this.#opts;
+    this.#writer = new FrameWriter(
+      conn,
+      {
+        maxWrite: o.maxWriteSize,
+        highWater: o.writeBufferSize,
+        maxControl: o.maxControlQueue,
+        writeTimeoutMs: o.connectionWriteTimeoutMs,
+      },
+      (err) => this.#fail(err, GoAwayCode.InternalError),
+    );
     this.#decoder = new FrameDecoder(this.#opts.maxStreamWindow, (h, p) => this.#onFrame(h, p));
     this.#host = new SessionHost(this, this.#writer, this.#opts, (id) => this.#release(id));
 
@@ -106,6 +118,7 @@ export class Session extends EventEmitter<SessionEvents> {
       bytesIn: this.#bytesIn,
       bytesOut: this.#writer.bytesWritten,
       rttMs: this.#rttMs,
+      queuedControlFrames: this.#writer.controlQueued,
     };
   }
 
@@ -284,7 +297,7 @@ export class Session extends EventEmitter<SessionEvents> {
 
   #onPing(h: FrameHeader): void {
     if (h.flags & Flag.SYN) {
-      this.#writer.control(FrameType.Ping, Flag.ACK, 0, h.length);
+      this.#writer.pong(h.length);
       return;
     }
     const p = this.#pings.get(h.length);
@@ -305,9 +318,10 @@ export class Session extends EventEmitter<SessionEvents> {
   /**
    * Pings only a quiet peer: bytes received since the last check already prove it alive. With
    * thousands of idle tunnels whose other ends ping on their own, this halves the keepalive work.
+   * They do not prove it reads ours, though: while our writes are stuck, it is pinged all the same.
    */
   #keepAliveTick(): void {
-    if (this.#bytesIn !== this.#bytesSeen) {
+    if (this.#bytesIn !== this.#bytesSeen && !this.#writer.congested) {
       this.#bytesSeen = this.#bytesIn;
       return;
     }
@@ -331,6 +345,7 @@ class SessionHost implements StreamHost {
   readonly maxFrameSize: number;
   readonly maxStreamWindow: number;
   readonly streamOpenTimeoutMs: number;
+  readonly streamCloseTimeoutMs: number;
   readonly #session: Session;
   readonly #writer: FrameWriter;
   readonly #release: (id: number) => void;
@@ -339,6 +354,7 @@ class SessionHost implements StreamHost {
     this.maxFrameSize = opts.maxFrameSize;
     this.maxStreamWindow = opts.maxStreamWindow;
     this.streamOpenTimeoutMs = opts.streamOpenTimeoutMs;
+    this.streamCloseTimeoutMs = opts.streamCloseTimeoutMs;
     this.#session = session;
     this.#writer = writer;
     this.#release = release;

@@ -8,6 +8,7 @@ export interface StreamHost {
   readonly maxFrameSize: number;
   readonly maxStreamWindow: number;
   readonly streamOpenTimeoutMs: number;
+  readonly streamCloseTimeoutMs: number;
   readonly rttMs: number;
   readonly writable: boolean;
   /** Jumps the queue: window updates, SYN, ACK, RST. */
@@ -57,6 +58,8 @@ export class YamuxStream extends Duplex {
   /** Handed to the application (opened, or accepted): only then are errors worth emitting. */
   #owned = false;
   #openTimer: NodeJS.Timeout | undefined;
+  /** Runs from our FIN until the peer's: a peer may not hold the stream half-open forever. */
+  #closeTimer: NodeJS.Timeout | undefined;
   /** Bytes of payload sent and received, for stats. */
   bytesSent = 0;
   bytesReceived = 0;
@@ -121,6 +124,7 @@ export class YamuxStream extends Duplex {
     }
     if (flags & Flag.FIN && !this.#remoteFin) {
       this.#remoteFin = true;
+      clearTimeout(this.#closeTimer);
       this.push(null);
       if (this.#localFin) this.#release();
     }
@@ -168,11 +172,17 @@ export class YamuxStream extends Duplex {
     this.#localFin = true;
     this.#host.sendFin(this.id);
     if (this.#remoteFin) this.#release();
+    else if (this.#host.streamCloseTimeoutMs > 0) {
+      const ms = this.#host.streamCloseTimeoutMs;
+      this.#closeTimer = setTimeout(() => this.destroy(errors.closeTimeout(ms)), ms);
+      this.#closeTimer.unref();
+    }
     callback();
   }
 
   override _destroy(err: Error | null, callback: (err?: Error | null) => void): void {
     this.#clearOpenTimer();
+    clearTimeout(this.#closeTimer);
     if (!this.#released && !this.#host.closed) {
       this.#host.sendControl(FrameType.WindowUpdate, Flag.RST, this.id, 0);
     }

@@ -1,5 +1,6 @@
 import type { Duplex } from "node:stream";
-import { type FrameType, HEADER_SIZE, writeHeader } from "./frame.ts";
+import { errors } from "./errors.ts";
+import { Flag, FrameType, HEADER_SIZE, writeHeader } from "./frame.ts";
 
 type Done = (err?: Error | null) => void;
 
@@ -18,46 +19,97 @@ interface QueuedFrame {
   done: Done | undefined;
 }
 
+export interface WriterLimits {
+  /** A single write to the connection coalesces frames up to this size. */
+  maxWrite: number;
+  /** Data bytes queued before writers are asked to wait. */
+  highWater: number;
+  /** Control frames queued behind a congested connection before the writer gives up. */
+  maxControl: number;
+  /** Congested this long without the connection taking our bytes, the writer gives up; 0: never. */
+  writeTimeoutMs: number;
+}
+
 /**
  * Output side of a session. Control frames go first, so pings and window updates never wait
  * behind bulk data. Frames queued in one tick go out together (see #schedule and #write). The
  * writer of a payload is told (`done`) once the connection has taken it, which also holds
  * producers back while the connection is congested. Data queues up to `highWater` bytes before
- * writers are asked to wait (`waitWritable`); control frames are small and always accepted.
+ * writers are asked to wait (`waitWritable`).
+ *
+ * Control frames cannot wait (they are answers the peer provokes), so they are bounded instead:
+ * past `maxControl` behind a congested connection, or `writeTimeoutMs` congested without progress,
+ * the writer reports `onFail` and the session ends. Pongs are coalesced while congested.
  */
 export class FrameWriter {
   readonly #conn: Duplex;
   readonly #maxWrite: number;
   readonly #highWater: number;
+  readonly #maxControl: number;
+  readonly #writeTimeoutMs: number;
+  readonly #onFail: (err: Error) => void;
   #control: QueuedFrame[] = [];
+  /** The answer to the peer's ping still in #control: while congested, newer pings reuse it. */
+  #pong: QueuedFrame | undefined;
   #data: QueuedFrame[] = [];
   #dataBytes = 0;
   #scheduled = false;
   #busyTick = false;
   #congested = false;
+  /** performance.now() when the current congestion began. */
+  #congestedSince = 0;
+  /** One timer per session, armed only while congested (not one per frame). */
+  #stallTimer: NodeJS.Timeout | undefined;
   #closed = false;
   #waiters: Array<() => void> = [];
   bytesWritten = 0;
 
-  constructor(conn: Duplex, maxWrite: number, highWater: number) {
+  constructor(conn: Duplex, limits: WriterLimits, onFail: (err: Error) => void) {
     this.#conn = conn;
-    this.#maxWrite = maxWrite;
-    this.#highWater = highWater;
+    this.#maxWrite = limits.maxWrite;
+    this.#highWater = limits.highWater;
+    this.#maxControl = limits.maxControl;
+    this.#writeTimeoutMs = limits.writeTimeoutMs;
+    this.#onFail = onFail;
     conn.on("drain", () => {
       this.#congested = false;
       this.#flush();
     });
   }
 
+  /** Control frames waiting for the connection. */
+  get controlQueued(): number {
+    return this.#control.length;
+  }
+
+  /** The connection has not taken our last write yet. */
+  get congested(): boolean {
+    return this.#congested;
+  }
+
   get writable(): boolean {
     return !this.#closed && this.#dataBytes < this.#highWater;
   }
 
-  /** A frame without payload that jumps the queue (window update, ping, GoAway, SYN, ACK, RST). */
+  /**
+   * A frame without payload that jumps the queue (window update, ping, GoAway, SYN, ACK, RST).
+   * GoAway is always taken: it is how the session says why it ends, overflow included.
+   */
   control(type: FrameType, flags: number, streamId: number, length: number): void {
     if (this.#closed) return;
+    if (this.#control.length >= this.#maxControl && type !== FrameType.GoAway && !this.#makeRoom()) return;
     this.#control.push({ type, flags, streamId, payload: undefined, length, done: undefined });
     this.#schedule();
+  }
+
+  /** Answers the peer's ping; while congested only the newest answer waits (the peer wants one). */
+  pong(opaque: number): void {
+    if (this.#congested && this.#pong !== undefined) {
+      this.#pong.length = opaque;
+      return;
+    }
+    this.control(FrameType.Ping, Flag.ACK, 0, opaque);
+    this.#pong = this.#control.at(-1);
   }
 
   /** A frame kept in order with the data frames (a Data frame, or the FIN that ends them). */
@@ -83,13 +135,20 @@ export class FrameWriter {
     this.#waiters.push(fn);
   }
 
-  /** Writes what can be written now, then refuses more; frames left behind are failed. */
+  /**
+   * Writes what can be written now, then refuses more; frames left behind are failed. A GoAway
+   * still queued goes out past congestion: one small frame, for a peer that reads again later.
+   */
   close(): void {
     if (this.#closed) return;
     this.#flush();
     this.#closed = true;
+    clearTimeout(this.#stallTimer);
+    const goAways = this.#control.filter((f) => f.type === FrameType.GoAway);
+    if (goAways.length > 0 && this.#conn.writable) this.#conn.write(pack(goAways, false));
     const left = this.#data;
     this.#control = [];
+    this.#pong = undefined;
     this.#data = [];
     this.#dataBytes = 0;
     this.#waiters = [];
@@ -123,7 +182,7 @@ export class FrameWriter {
       ok = conn.write(parts[i], i === parts.length - 1 ? callAll(referenced) : undefined);
     }
     if (parts.length > 1) conn.uncork();
-    if (!ok) this.#congested = true;
+    if (!ok) this.#onCongested();
     // Copied payloads are no longer needed: their writers may go on at once.
     for (const d of copied) d();
   }
@@ -148,10 +207,42 @@ export class FrameWriter {
     this.#flush();
   };
 
+  /** The control queue is full: written out if the connection takes bytes, else the peer is not reading. */
+  #makeRoom(): boolean {
+    if (!this.#congested) {
+      this.#flush();
+      if (this.#control.length < this.#maxControl) return true;
+    }
+    this.#onFail(errors.controlQueueFull(this.#maxControl));
+    return false;
+  }
+
+  #onCongested(): void {
+    this.#congested = true;
+    if (this.#writeTimeoutMs === 0) return;
+    this.#congestedSince = performance.now();
+    if (this.#stallTimer === undefined) this.#armStallTimer(this.#writeTimeoutMs);
+  }
+
+  #armStallTimer(ms: number): void {
+    this.#stallTimer = setTimeout(this.#checkProgress, ms);
+    this.#stallTimer.unref();
+  }
+
+  /** Fires at most once per timeout period, however often congestion comes and goes meanwhile. */
+  readonly #checkProgress = (): void => {
+    this.#stallTimer = undefined;
+    if (!this.#congested || this.#closed) return;
+    const stalled = performance.now() - this.#congestedSince;
+    if (stalled >= this.#writeTimeoutMs) this.#onFail(errors.writeTimeout(this.#writeTimeoutMs));
+    else this.#armStallTimer(this.#writeTimeoutMs - stalled);
+  };
+
   #flush(): void {
     while (!this.#congested && !this.#closed && (this.#control.length > 0 || this.#data.length > 0)) {
       const frames = this.#control;
       this.#control = [];
+      this.#pong = undefined;
       let size = frames.length * HEADER_SIZE;
       let taken = 0;
       while (taken < this.#data.length) {

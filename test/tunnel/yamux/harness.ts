@@ -10,6 +10,7 @@ import {
   FrameType,
   Session,
   type SessionOptions,
+  type YamuxStream,
 } from "../../../lib/tunnel/yamux/index.ts";
 import { sha256Of } from "../../support/digest.ts";
 import { socketPair } from "../../support/loopback.ts";
@@ -102,4 +103,37 @@ export async function rawPair(opts: Partial<SessionOptions> & { client?: boolean
   const [a, b] = await socketPair();
   const session = new Session(a, { keepAliveIntervalMs: 0, client: true, ...opts });
   return { session, peer: new RawPeer(b), sockets: [a, b] as const };
+}
+
+/**
+ * The peer stops reading, and a stream of `session` writes until everything in between is full:
+ * the kernel's buffers, then the session's own queue. Resolves once the session's connection is
+ * congested and a whole turn of the event loop (its I/O poll included) went by without the
+ * connection taking a byte, so no 'drain' is coming until the peer reads again.
+ */
+export async function stallPeer(session: Session, peer: RawPeer, conn: net.Socket): Promise<YamuxStream> {
+  const s = await session.open();
+  s.on("error", () => {});
+  await peer.next((h) => h.streamId === s.id && (h.flags & Flag.SYN) !== 0, "SYN");
+  peer.send(encodeHeader(FrameType.WindowUpdate, Flag.ACK, s.id, 0x7fffffff)); // the window is no limit
+  peer.socket.pause();
+  const block = Buffer.alloc(64 * 1024, 1);
+  const fill = () => {
+    while (s.write(block));
+  };
+  s.on("drain", fill);
+  fill();
+  let lastOut = -1;
+  await until(
+    () => {
+      const out = session.stats.bytesOut;
+      const stalled = out === lastOut && conn.writableNeedDrain;
+      lastOut = out;
+      return stalled;
+    },
+    10_000,
+    "the connection to stall",
+  );
+  s.off("drain", fill);
+  return s;
 }

@@ -6,9 +6,11 @@ import {
   Flag,
   FrameType,
   GoAwayCode,
-  Session,
 } from "../../../lib/tunnel/yamux/index.ts";
-import { echo, rawPair, type SessionPair, sessionPair, sha256Of, until } from "./harness.ts";
+import { resolveOptions } from "../../../lib/tunnel/yamux/options.ts";
+import { echo, rawPair, type SessionPair, sessionPair, sha256, sha256Of, until } from "./harness.ts";
+
+const digestOf = (text: string) => ({ hex: sha256(Buffer.from(text)), bytes: Buffer.byteLength(text) });
 
 let pair: SessionPair | undefined;
 afterEach(() => pair?.close());
@@ -100,6 +102,30 @@ describe("GoAway", () => {
 });
 
 describe("limits", () => {
+  test("options: defaults for the stalled-peer limits, and values that cannot work are refused", () => {
+    const d = resolveOptions({ client: true });
+    expect([d.maxControlQueue, d.connectionWriteTimeoutMs, d.streamCloseTimeoutMs]).toEqual([
+      4 * 4096,
+      30_000,
+      300_000,
+    ]);
+    expect(resolveOptions({ client: true, maxStreams: 10 }).maxControlQueue).toBe(1024);
+    expect(
+      resolveOptions({ client: true, connectionWriteTimeoutMs: 0, streamCloseTimeoutMs: 0 }),
+    ).toMatchObject(
+      { connectionWriteTimeoutMs: 0, streamCloseTimeoutMs: 0 }, // 0 disables
+    );
+    for (const bad of [
+      { maxControlQueue: 0 },
+      { maxControlQueue: 1.5 },
+      { connectionWriteTimeoutMs: -1 },
+      { connectionWriteTimeoutMs: Number.NaN },
+      { streamCloseTimeoutMs: 2 ** 31 }, // setTimeout would fire it after 1 ms
+    ]) {
+      expect(() => resolveOptions({ client: true, ...bad }), JSON.stringify(bad)).toThrow(RangeError);
+    }
+  });
+
   test("accept backlog: beyond it, inbound streams are reset; accepted ones are acknowledged", async () => {
     const { session, peer } = await rawPair({ client: false, acceptBacklog: 2 });
     peer.send(...[1, 3, 5].map((id) => encodeHeader(FrameType.WindowUpdate, Flag.SYN, id, 0)));
@@ -120,9 +146,14 @@ describe("limits", () => {
     const a = await pair.client.open();
     const b = await pair.client.open();
     await expect(pair.client.open()).rejects.toMatchObject({ code: "ERR_YAMUX_TOO_MANY_STREAMS" });
+    // Destroyed streams free their slots: at once here, once their RST arrives on the far side.
     a.destroy();
     b.destroy();
-    // The client may open again, but the server still holds two (not yet released) or frees them.
+    expect(pair.client.stats.openStreams).toBe(0);
+    await until(() => pair!.server.stats.openStreams === 0, 5000, "the server to drop the reset streams");
+    const again = await pair.client.open();
+    again.end("a slot again");
+    expect((await sha256Of(again)).bytes).toBe("a slot again".length); // accepted and echoed, not refused
     pair.close();
 
     const { session, peer } = await rawPair({ client: false, maxStreams: 1 });
@@ -176,14 +207,27 @@ describe("protocol violations end the session with GoAway(protocol error)", () =
   test("a protocol error on one session leaves other sessions untouched", async () => {
     pair = await sessionPair();
     echo(pair.server);
+    const seen: unknown[] = [];
+    for (const other of [pair.client, pair.server]) {
+      other.on("close", (err) => seen.push({ close: err }));
+      other.on("goaway", (code) => seen.push({ goaway: code }));
+    }
+    const across = await pair.client.open(); // a stream in flight while the other session fails
+    across.write("before, ");
+    const acrossRead = sha256Of(across);
+
     const { session, peer } = await rawPair({ client: false });
     const closed = once(session, "close");
     peer.send(Buffer.from("GET / HTTP/1.1\r\n\r\n"));
     expect((await closed)[0]).toMatchObject({ code: "ERR_YAMUX_PROTOCOL" });
-    const s = await pair.client.open();
-    s.end("still fine");
-    expect((await sha256Of(s)).bytes).toBe(10);
-    expect(session).toBeInstanceOf(Session);
+
+    across.end("after");
+    expect(await acrossRead).toEqual(digestOf("before, after"));
+    const fresh = await pair.client.open();
+    fresh.end("still fine");
+    expect(await sha256Of(fresh)).toEqual(digestOf("still fine"));
+    expect([pair.client.closed, pair.server.closed, pair.client.goingAway]).toEqual([false, false, false]);
+    expect(seen).toEqual([]);
   });
 });
 

@@ -1,5 +1,5 @@
 import { once } from "node:events";
-import { afterEach, describe, expect, test } from "vitest";
+import { afterEach, describe, expect, test, vi } from "vitest";
 import {
   encodeDataFrame,
   encodeHeader,
@@ -152,5 +152,52 @@ describe("stream lifecycle", () => {
     const reading = sha256Of(s);
     s.end(data);
     expect((await reading).bytes).toBe(data.length);
+  });
+});
+
+describe("streams left half-closed by the peer", () => {
+  afterEach(() => vi.useRealTimers());
+  const closeTimeout = 60_000;
+
+  /** A stream we opened and closed (FIN sent), acknowledged by a raw peer that has not closed yet. */
+  async function halfClosed() {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval"] });
+    const raw = await rawPair({ streamCloseTimeoutMs: closeTimeout });
+    const s = await raw.session.open();
+    await raw.peer.next((h) => h.streamId === s.id && (h.flags & Flag.SYN) !== 0, "SYN");
+    raw.peer.send(encodeHeader(FrameType.WindowUpdate, Flag.ACK, s.id, 0));
+    s.end("request");
+    await raw.peer.next((h) => h.streamId === s.id && (h.flags & Flag.FIN) !== 0, "FIN");
+    return { ...raw, s };
+  }
+
+  test("are reset once the close timeout runs out", async () => {
+    const { session, peer, s } = await halfClosed();
+    const errors: Error[] = [];
+    s.on("error", (e) => errors.push(e));
+    vi.advanceTimersByTime(closeTimeout - 1);
+    expect(s.destroyed).toBe(false);
+    expect(session.stats.openStreams).toBe(1);
+    vi.advanceTimersByTime(1);
+    expect(s.destroyed).toBe(true);
+    expect(session.stats.openStreams).toBe(0);
+    await new Promise((resolve) => s.once("close", resolve)); // events.once would reject on 'error'
+    expect(errors).toEqual([expect.objectContaining({ code: "ETIMEDOUT" })]);
+    const rst = await peer.next((h) => h.streamId === s.id && (h.flags & Flag.RST) !== 0, "RST");
+    expect(rst.type).toBe(FrameType.WindowUpdate);
+    session.close();
+  });
+
+  test("are left alone when the peer closes its side in time, however late we read", async () => {
+    const { session, peer, s } = await halfClosed();
+    s.on("error", () => {});
+    peer.send(encodeDataFrame(Flag.FIN, s.id, Buffer.from("response")));
+    await until(() => session.stats.openStreams === 0, 5000, "the peer's FIN");
+    vi.advanceTimersByTime(2 * closeTimeout); // the response is still unread
+    expect(s.errored).toBeNull();
+    expect(await texts(s)).toBe("response");
+    await session.ping(); // whatever the session sent before this has reached the peer
+    expect(peer.frames.some((f) => f.h.streamId === s.id && (f.h.flags & Flag.RST) !== 0)).toBe(false);
+    session.close();
   });
 });
