@@ -10,6 +10,8 @@ export interface TunnelStats {
   bytesOut: number;
   /** Last keepalive round trip in ms (0 until measured). */
   rttMs: number;
+  /** Control frames (window updates, pings, RSTs) waiting for the connection; bounded by `maxControlQueue`. */
+  queuedControlFrames: number;
   connectedAt: Date;
   remoteAddress: string | undefined;
 }
