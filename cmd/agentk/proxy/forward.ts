@@ -8,10 +8,19 @@ import type { Duplex } from "node:stream";
 export interface Upstream {
   /** Base URL; request paths are appended to its path (e.g. an API server behind a path prefix). */
   url: URL;
-  /** Pools the upstream connections and holds their TLS settings. */
+  /**
+   * Per request: the agent to send it with (the connection pool, holding the TLS settings) and
+   * the headers, from the (already hop-by-hop-free) incoming ones. On every request's path, so
+   * whatever it reads (credentials, certificates) it caches.
+   */
+  prepare(incoming: http.OutgoingHttpHeaders): UpstreamRequest | Promise<UpstreamRequest>;
+  /** Closes the pooled upstream connections. */
+  close(): void;
+}
+
+export interface UpstreamRequest {
   agent: http.Agent;
-  /** The headers to send upstream, from the (already hop-by-hop-free) incoming ones. */
-  headers(incoming: http.OutgoingHttpHeaders): http.OutgoingHttpHeaders | Promise<http.OutgoingHttpHeaders>;
+  headers: http.OutgoingHttpHeaders;
 }
 
 export interface ForwarderOptions {
@@ -51,7 +60,7 @@ export function createForwarder(upstream: Upstream, options: ForwarderOptions): 
   const base = upstream.url.pathname.replace(/\/+$/, "");
 
   async function outgoing(req: http.IncomingMessage, upgrade: boolean): Promise<http.RequestOptions> {
-    const headers = await upstream.headers(endToEnd(req.headers));
+    const { agent, headers } = await upstream.prepare(endToEnd(req.headers));
     headers.host = upstream.url.host;
     if (upgrade) {
       headers.connection = "Upgrade";
@@ -64,12 +73,12 @@ export function createForwarder(upstream: Upstream, options: ForwarderOptions): 
       method: req.method,
       path: base + (req.url ?? "/"),
       headers,
-      agent: upstream.agent,
+      agent,
     };
   }
 
   return {
-    close: () => upstream.agent.destroy(),
+    close: () => upstream.close(),
     request(req, res) {
       const done = options.track?.();
       let status: number | "aborted" = "aborted";

@@ -35,11 +35,12 @@ async function listen(
 async function rig(upstream: (req: IncomingMessage, res: ServerResponse) => void) {
   const up = await listen(upstream);
   const statuses: (number | "aborted")[] = [];
+  const agent = new Agent({ keepAlive: true });
   const forwarder: Forwarder = createForwarder(
     {
       url: new URL(`${up.url}/base`),
-      agent: new Agent({ keepAlive: true }),
-      headers: (h) => ({ ...h, "x-added": "yes" }),
+      prepare: (h) => ({ agent, headers: { ...h, "x-added": "yes" } }),
+      close: () => agent.destroy(),
     },
     {
       errorBody: (code, message) => ({ contentType: "text/plain", body: `${code} ${message}` }),
@@ -108,8 +109,9 @@ describe("agentk's forwarder", () => {
     const url = new URL(dead.url);
     dead.server.close();
     await once(dead.server, "close");
+    const agent = new Agent();
     const forwarder = createForwarder(
-      { url, agent: new Agent(), headers: (h) => h },
+      { url, prepare: (headers) => ({ agent, headers }), close: () => agent.destroy() },
       {
         errorBody: (code, message) => ({
           contentType: "application/json",
