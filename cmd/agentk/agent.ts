@@ -29,9 +29,7 @@ export async function createAgent(config: AgentkConfig, deps: AgentDeps): Promis
   const perRequest = (route: string) => ({ log, track: () => metrics.requests.start(route) });
   const kubernetes = await createKubernetesProxy(config.kubernetes, perRequest("kubernetes"));
   const services = createServiceProxies(config.services, (name) => perRequest(`service/${name}`));
-  const router = createStreamRouter<TunnelSession>({ kubernetes, services }, (error) =>
-    log.info({ err: error.message }, "stream refused"),
-  );
+  const router = createStreamRouter<TunnelSession>({ kubernetes, services }, { log, metrics });
 
   const client = new TunnelClient({
     url: config.kasAddress,
@@ -47,6 +45,7 @@ export async function createAgent(config: AgentkConfig, deps: AgentDeps): Promis
       ...(config.kasInsecureSkipTlsVerify && { insecureSkipTlsVerify: true }),
     },
     tunnel: { keepAliveIntervalMs: config.keepAliveIntervalMs },
+    // Never rejects: refusals and handler failures go to the router's log and metrics.
     onStream: (stream, session) => void router.dispatcher.handle(stream, session),
   });
   client.on("connected", (session) => {

@@ -12,11 +12,12 @@ import {
   ReadinessChecks,
   serveObservability,
 } from "./observability/index.ts";
+import { type ShutdownStep, shutDown } from "./shutdown.ts";
 
 /** How long in-flight streams (a watch, an exec session) may run on after SIGTERM. */
 const SHUTDOWN_GRACE_MS = 10_000;
 
-/** Exit codes: 0 done, 1 failed while running, 2 bad usage or configuration. */
+/** Exit codes: 0 done, 1 failed while running or shutting down, 2 bad usage or configuration. */
 export async function main(argv: readonly string[]): Promise<number> {
   let config: AgentkConfig;
   try {
@@ -36,7 +37,8 @@ export async function main(argv: readonly string[]): Promise<number> {
   installProcessErrorPolicy(log);
   const metrics = createAgentkMetrics();
   const readiness = new ReadinessChecks();
-  const cleanup: (() => Promise<void>)[] = [];
+  const cleanup: ShutdownStep[] = [];
+  let status = 0;
   // Listening from the start: a SIGTERM while starting up still ends in a clean shutdown.
   const signalled = new Promise<NodeJS.Signals>((resolve) => {
     for (const s of ["SIGTERM", "SIGINT"] as const) process.once(s, () => resolve(s));
@@ -48,7 +50,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       readiness,
       log,
     });
-    cleanup.push(() => observability.close());
+    cleanup.push({ name: "observability server", close: () => observability.close() });
     log.info(
       {
         url: observability.url,
@@ -60,19 +62,18 @@ export async function main(argv: readonly string[]): Promise<number> {
     );
     const agent = await createAgent(config, { log, metrics, readiness });
     // Registered before start: on SIGTERM kas gets GoAway and in-flight streams their grace period.
-    cleanup.push(() => agent.stop(SHUTDOWN_GRACE_MS));
+    cleanup.push({ name: "agent", close: () => agent.stop(SHUTDOWN_GRACE_MS) });
     agent.start();
 
     const signal = await signalled;
     log.info({ signal }, "shutting down");
-    return 0;
   } catch (err) {
     log.fatal({ err }, "agentk failed");
-    return 1;
-  } finally {
-    for (const close of cleanup.reverse()) await close().catch(() => {});
-    await new Promise<void>((resolve) => log.flush(() => resolve()));
+    status = 1;
   }
+  if (!(await shutDown(cleanup.reverse(), log))) status = 1;
+  await new Promise<void>((resolve) => log.flush(() => resolve()));
+  return status;
 }
 
 // Run when executed (also through a symlink such as node_modules/.bin), not when imported.

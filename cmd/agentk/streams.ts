@@ -10,6 +10,7 @@ import {
   serveHttp,
 } from "../../lib/tunnel/index.ts";
 import { KUBERNETES_SERVICE } from "./kubernetes/index.ts";
+import type { AgentkMetrics, Logger } from "./observability/index.ts";
 import type { Forwarder } from "./proxy/forward.ts";
 
 export interface HttpRoutes {
@@ -25,10 +26,14 @@ export interface StreamRouter<Ctx> {
   close(graceMs: number): Promise<void>;
 }
 
-export function createStreamRouter<Ctx>(
-  routes: HttpRoutes,
-  onReject?: (error: StreamRejectedError, ctx: Ctx) => void,
-): StreamRouter<Ctx> {
+export interface StreamRouterDeps {
+  log: Logger;
+  metrics: Pick<AgentkMetrics, "streamHandlerErrors">;
+}
+
+/** Serves `routes`; refused streams are logged, streams whose handler failed are logged and counted. */
+export function createStreamRouter<Ctx>(routes: HttpRoutes, deps: StreamRouterDeps): StreamRouter<Ctx> {
+  const { log, metrics } = deps;
   const servers = new Map<string, HttpStreamServer>();
   const forwarders = [
     ...(routes.kubernetes ? [[KUBERNETES_SERVICE, routes.kubernetes] as const] : []),
@@ -50,11 +55,14 @@ export function createStreamRouter<Ctx>(
       `service ${JSON.stringify(header.service)} is not allow-listed`,
     );
   };
-  const dispatcher = new StreamDispatcher<Ctx>(onReject ? { onReject } : {}).register(
-    Kind.KIND_HTTP,
-    (stream, header) => servers.get(header.service)!.handle(stream),
-    { admit },
-  );
+  const dispatcher = new StreamDispatcher<Ctx>({
+    onReject: (error) => log.info({ err: error.message }, "stream refused"),
+    // A stream already accepted whose handler then threw: a bug, not the peer's doing.
+    onHandlerError: (err, header) => {
+      metrics.streamHandlerErrors.inc({ service: header.service });
+      log.error({ err, service: header.service }, "HTTP stream handler failed");
+    },
+  }).register(Kind.KIND_HTTP, (stream, header) => servers.get(header.service)!.handle(stream), { admit });
 
   return {
     dispatcher,

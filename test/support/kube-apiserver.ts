@@ -28,6 +28,8 @@ export interface KubeApiServer {
   readonly requests: RecordedRequest[];
   /** Appends a line to a pod's log; `logs?follow=true` readers get it at once. */
   appendLog(ns: string, pod: string, line: string): void;
+  /** Serves new connections with another certificate (existing ones keep theirs), as after a CA rotation. */
+  useCertificate(pki: { cert: string; key: string }): void;
   /** Writes a kubeconfig for this server (its CA, its token unless overridden). */
   writeKubeconfig(path: string, init?: Partial<KubeconfigInit>): Promise<string>;
   close(): Promise<void>;
@@ -210,6 +212,7 @@ export async function startKubeApiServer(options: { token?: string } = {}): Prom
       logs.set(key, [...(logs.get(key) ?? []), line]);
       logEvents.emit("line", key, line);
     },
+    useCertificate: ({ cert, key }) => server.setSecureContext({ cert, key }),
     writeKubeconfig: (path, init = {}) =>
       writeKubeconfig(path, { server: url, caCert: pki.caCert, token, ...init }),
     async close() {

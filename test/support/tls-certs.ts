@@ -16,7 +16,8 @@ export function testPki(): Promise<TestPki> {
   return cached;
 }
 
-async function makePki(): Promise<TestPki> {
+/** A new CA and server certificate, not shared: e.g. to rotate a test server's certificate. */
+export async function makePki(): Promise<TestPki> {
   const notBeforeDate = new Date(Date.now() - 60_000);
   const notAfterDate = new Date(Date.now() + 24 * 3600_000);
   const ca = await generate([{ name: "commonName", value: "tunnel test CA" }], {

@@ -6,7 +6,7 @@ import type { KubeConfigSource } from "../config/index.ts";
 import { createForwarder, type Forwarder, type ForwarderOptions } from "../proxy/forward.ts";
 import { kubernetesUpstream } from "./upstream.ts";
 
-export { kubernetesUpstream } from "./upstream.ts";
+export { type KubernetesUpstreamOptions, kubernetesUpstream } from "./upstream.ts";
 
 /** The stream header's `service` that selects this module. */
 export const KUBERNETES_SERVICE = "kubernetes";
@@ -16,7 +16,7 @@ export async function createKubernetesProxy(
   source: KubeConfigSource,
   options: Omit<ForwarderOptions, "errorBody">,
 ): Promise<Forwarder | undefined> {
-  const upstream = await kubernetesUpstream(source);
+  const upstream = await kubernetesUpstream(source, options.log ? { log: options.log } : {});
   return upstream && createForwarder(upstream, { ...options, errorBody: statusBody });
 }
 

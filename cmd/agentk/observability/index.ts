@@ -1,6 +1,6 @@
 // agentk's observability: the same logger, probes and metrics server as kas (cmd/common), with
 // agentk's metric names.
-import type { Registry } from "prom-client";
+import { Counter, type Registry } from "prom-client";
 import { createRegistry, RequestMetrics, TunnelMetrics } from "../../common/observability/index.ts";
 
 export {
@@ -19,6 +19,8 @@ export interface AgentkMetrics {
   tunnels: TunnelMetrics;
   /** agentk_request_duration_seconds{route,status}: requests kas made through the tunnel. */
   requests: RequestMetrics;
+  /** agentk_stream_handler_errors_total{service}: streams kas opened that failed after agentk accepted them. */
+  streamHandlerErrors: Counter<"service">;
 }
 
 export function createAgentkMetrics(registry: Registry = createRegistry("agentk")): AgentkMetrics {
@@ -26,5 +28,11 @@ export function createAgentkMetrics(registry: Registry = createRegistry("agentk"
     registry,
     tunnels: new TunnelMetrics(registry, "agentk", { countAgents: false }),
     requests: new RequestMetrics(registry, "agentk"),
+    streamHandlerErrors: new Counter({
+      name: "agentk_stream_handler_errors_total",
+      help: "Streams kas opened whose handler failed after agentk accepted them, by service.",
+      labelNames: ["service"],
+      registers: [registry],
+    }),
   };
 }

@@ -8,17 +8,36 @@ import type { Duplex } from "node:stream";
 export interface Upstream {
   /** Base URL; request paths are appended to its path (e.g. an API server behind a path prefix). */
   url: URL;
-  /** Pools the upstream connections and holds their TLS settings. */
-  agent: http.Agent;
-  /** The headers to send upstream, from the (already hop-by-hop-free) incoming ones. */
-  headers(incoming: http.OutgoingHttpHeaders): http.OutgoingHttpHeaders | Promise<http.OutgoingHttpHeaders>;
+  /**
+   * Per request: the agent to send it with (the connection pool, holding the TLS settings) and
+   * the headers, from the (already hop-by-hop-free) incoming ones. On every request's path, so
+   * whatever it reads (credentials, certificates) it caches.
+   */
+  prepare(incoming: http.OutgoingHttpHeaders): UpstreamRequest | Promise<UpstreamRequest>;
+  /** Closes the pooled upstream connections. */
+  close(): void;
 }
+
+export interface UpstreamRequest {
+  agent: http.Agent;
+  headers: http.OutgoingHttpHeaders;
+}
+
+/**
+ * How a request ended, for the metrics: the upstream's status once the response was complete;
+ * "aborted" when it failed after its headers were out (the body is cut short: never counted as
+ * the status it started with); 499 when the client went away first.
+ */
+export type RequestOutcome = number | "aborted";
+
+/** 499 (nginx's "client closed request"): the client went away before the response was complete. */
+export const CLIENT_CLOSED = 499;
 
 export interface ForwarderOptions {
   /** Body of an error the proxy itself answers with (upstream unreachable, bad credentials). */
   errorBody(status: number, message: string): { contentType: string; body: string };
-  /** Called as each request starts; what it returns is called with the final status ("aborted" when the client went away first). */
-  track?(): (status: number | "aborted") => void;
+  /** Called as each request starts; what it returns is called once with how the request ended. */
+  track?(): (outcome: RequestOutcome) => void;
   log?: { warn(obj: object, msg: string): void };
 }
 
@@ -49,9 +68,11 @@ const MAX_REFUSAL_BODY = 64 * 1024;
 export function createForwarder(upstream: Upstream, options: ForwarderOptions): Forwarder {
   const client = upstream.url.protocol === "https:" ? https : http;
   const base = upstream.url.pathname.replace(/\/+$/, "");
+  const warn = (err: Error, req: http.IncomingMessage, msg: string) =>
+    options.log?.warn({ err, upstream: upstream.url.origin, method: req.method }, msg);
 
   async function outgoing(req: http.IncomingMessage, upgrade: boolean): Promise<http.RequestOptions> {
-    const headers = await upstream.headers(endToEnd(req.headers));
+    const { agent, headers } = await upstream.prepare(endToEnd(req.headers));
     headers.host = upstream.url.host;
     if (upgrade) {
       headers.connection = "Upgrade";
@@ -64,19 +85,26 @@ export function createForwarder(upstream: Upstream, options: ForwarderOptions): 
       method: req.method,
       path: base + (req.url ?? "/"),
       headers,
-      agent: upstream.agent,
+      agent,
     };
   }
 
   return {
-    close: () => upstream.agent.destroy(),
+    close: () => upstream.close(),
     request(req, res) {
       const done = options.track?.();
-      let status: number | "aborted" = "aborted";
-      res.once("close", () => done?.(res.writableFinished ? status : "aborted"));
+      let status = 0;
+      let failed = false;
+      res.once("close", () => done?.(res.writableFinished ? status : failed ? "aborted" : CLIENT_CLOSED));
+      // Once the head is out, a failure can only cut the response short: the client sees a reset.
+      const failMidway = (err: Error) => {
+        if (res.destroyed) return; // the client went first, and its leaving caused this
+        failed = true;
+        warn(err, req, "upstream response failed midway; the response was cut short");
+        res.destroy();
+      };
       const fail = (code: number, message: string) => {
         status = code;
-        if (res.headersSent) return void res.destroy();
         const { contentType, body } = options.errorBody(code, message);
         res
           .writeHead(code, { "content-type": contentType, "content-length": Buffer.byteLength(body) })
@@ -86,15 +114,17 @@ export function createForwarder(upstream: Upstream, options: ForwarderOptions): 
         (opts) => {
           const up = client.request(opts);
           up.on("error", (err) => {
-            options.log?.warn({ err, upstream: upstream.url.origin }, "upstream request failed");
+            if (res.headersSent) return failMidway(err);
+            if (res.destroyed) return;
+            warn(err, req, "upstream request failed");
             fail(502, `upstream ${upstream.url.host} failed: ${err.message}`);
           });
           up.on("response", (ur) => {
             status = ur.statusCode ?? 502;
             res.writeHead(status, ur.statusMessage, endToEnd(ur.headers));
             res.flushHeaders(); // a watch may say nothing for minutes: the client must see the head now
+            ur.on("error", failMidway);
             ur.pipe(res);
-            ur.on("error", () => res.destroy());
           });
           // The client went away (or the stream was reset) before the response finished.
           res.once("close", () => {
@@ -102,18 +132,23 @@ export function createForwarder(upstream: Upstream, options: ForwarderOptions): 
           });
           req.pipe(up);
         },
-        (err: Error) => fail(500, `cannot prepare the upstream request: ${err.message}`),
+        (err: Error) => {
+          warn(err, req, "cannot prepare the upstream request");
+          if (!res.destroyed) fail(500, `cannot prepare the upstream request: ${err.message}`);
+        },
       );
     },
 
     upgrade(req, socket, head) {
       const track = options.track?.();
       let tracked = false;
-      const done = (status: number) => {
-        if (!tracked) track?.(status);
+      const done = (outcome: RequestOutcome) => {
+        if (!tracked) track?.(outcome);
         tracked = true;
       };
       socket.on("error", () => socket.destroy());
+      // Before an answer: the client left. After one: already recorded, so this does nothing.
+      socket.once("close", () => done(CLIENT_CLOSED));
       const refuse = (code: number, message: string) => {
         done(code);
         const { contentType, body } = options.errorBody(code, message);
@@ -128,14 +163,21 @@ export function createForwarder(upstream: Upstream, options: ForwarderOptions): 
         (opts) => {
           const up = client.request(opts);
           socket.once("close", () => up.destroy());
-          up.on("error", (err) => refuse(502, `upstream ${upstream.url.host} failed: ${err.message}`));
+          up.on("error", (err) => {
+            if (socket.destroyed) return;
+            warn(err, req, "upstream request failed");
+            refuse(502, `upstream ${upstream.url.host} failed: ${err.message}`);
+          });
           up.on("upgrade", (ur, upSocket, upHead) => {
             done(101);
             const headers = { ...ur.headers };
             socket.write(responseHead(101, ur.statusMessage ?? "Switching Protocols", headers));
             if (upHead.length > 0) socket.write(upHead);
             if (head.length > 0) upSocket.write(head);
-            upSocket.on("error", () => socket.destroy());
+            upSocket.on("error", (err) => {
+              if (!socket.destroyed) warn(err, req, "upstream connection of an upgraded request failed");
+              socket.destroy();
+            });
             socket.on("error", () => upSocket.destroy());
             upSocket.once("close", () => socket.destroy());
             socket.once("close", () => upSocket.destroy());
@@ -149,6 +191,12 @@ export function createForwarder(upstream: Upstream, options: ForwarderOptions): 
             ur.on("data", (c: Buffer) => {
               size += c.length;
               if (size <= MAX_REFUSAL_BODY) chunks.push(c);
+            });
+            ur.on("error", (err) => {
+              if (socket.destroyed) return;
+              done("aborted");
+              warn(err, req, "upstream refusal of an upgrade failed midway");
+              socket.destroy();
             });
             ur.once("end", () => {
               const body = Buffer.concat(chunks);
@@ -168,7 +216,10 @@ export function createForwarder(upstream: Upstream, options: ForwarderOptions): 
           });
           up.end();
         },
-        (err: Error) => refuse(500, `cannot prepare the upstream request: ${err.message}`),
+        (err: Error) => {
+          warn(err, req, "cannot prepare the upstream request");
+          if (!socket.destroyed) refuse(500, `cannot prepare the upstream request: ${err.message}`);
+        },
       );
     },
   };

@@ -17,7 +17,7 @@ export function createServiceProxies(
         ? new https.Agent({ keepAlive: true })
         : new http.Agent({ keepAlive: true });
     const forwarder = createForwarder(
-      { url: target, agent, headers: (incoming) => incoming },
+      { url: target, prepare: (headers) => ({ agent, headers }), close: () => agent.destroy() },
       {
         ...options(name),
         errorBody: (_code, message) => ({ contentType: "text/plain; charset=utf-8", body: `${message}\n` }),

@@ -11,7 +11,7 @@ import {
 } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, test } from "vitest";
-import { createForwarder, type Forwarder } from "../../../cmd/agentk/proxy/forward.ts";
+import { createForwarder, type Forwarder, type RequestOutcome } from "../../../cmd/agentk/proxy/forward.ts";
 
 const servers: Server[] = [];
 afterEach(async () => {
@@ -34,21 +34,24 @@ async function listen(
 /** upstream <- forwarder (on its own HTTP server) <- the test's requests. */
 async function rig(upstream: (req: IncomingMessage, res: ServerResponse) => void) {
   const up = await listen(upstream);
-  const statuses: (number | "aborted")[] = [];
+  const statuses: RequestOutcome[] = [];
+  const warnings: { obj: Record<string, unknown>; msg: string }[] = [];
+  const agent = new Agent({ keepAlive: true });
   const forwarder: Forwarder = createForwarder(
     {
       url: new URL(`${up.url}/base`),
-      agent: new Agent({ keepAlive: true }),
-      headers: (h) => ({ ...h, "x-added": "yes" }),
+      prepare: (h) => ({ agent, headers: { ...h, "x-added": "yes" } }),
+      close: () => agent.destroy(),
     },
     {
       errorBody: (code, message) => ({ contentType: "text/plain", body: `${code} ${message}` }),
       track: () => (status) => statuses.push(status),
+      log: { warn: (obj, msg) => warnings.push({ obj: obj as Record<string, unknown>, msg }) },
     },
   );
   const front = await listen(forwarder.request);
   front.server.on("upgrade", forwarder.upgrade);
-  return { up, front, statuses, forwarder };
+  return { up, front, statuses, warnings, forwarder };
 }
 
 function send(url: string, init: { method?: string; headers?: Record<string, string> } = {}) {
@@ -108,8 +111,9 @@ describe("agentk's forwarder", () => {
     const url = new URL(dead.url);
     dead.server.close();
     await once(dead.server, "close");
+    const agent = new Agent();
     const forwarder = createForwarder(
-      { url, agent: new Agent(), headers: (h) => h },
+      { url, prepare: (headers) => ({ agent, headers }), close: () => agent.destroy() },
       {
         errorBody: (code, message) => ({
           contentType: "application/json",
@@ -128,8 +132,8 @@ describe("agentk's forwarder", () => {
     });
   });
 
-  test("the upstream dies mid-response: the client's response fails instead of hanging", async () => {
-    const { front } = await rig((_req, res) => {
+  test("the upstream dies mid-response: the client's response fails, counted as aborted (not 200) and logged", async () => {
+    const { up, front, statuses, warnings } = await rig((_req, res) => {
       res.writeHead(200);
       res.write("partial");
       setImmediate(() => res.socket?.destroy());
@@ -144,11 +148,18 @@ describe("agentk's forwarder", () => {
       res.once("aborted", () => resolve("aborted"));
     });
     expect(outcome).not.toBe("complete");
+    await expect.poll(() => statuses).toEqual(["aborted"]);
+    expect(warnings).toEqual([
+      {
+        obj: expect.objectContaining({ upstream: up.url, method: "GET", err: expect.any(Error) }),
+        msg: "upstream response failed midway; the response was cut short",
+      },
+    ]);
   });
 
-  test("the client goes away mid-watch: the upstream request is closed too", async () => {
+  test("the client goes away mid-watch: the upstream request is closed too; 499, nothing logged", async () => {
     let upstreamClosed: Promise<unknown> | undefined;
-    const { front, statuses } = await rig((req, res) => {
+    const { front, statuses, warnings } = await rig((req, res) => {
       res.writeHead(200);
       res.write("first event\n");
       upstreamClosed = once(res, "close");
@@ -160,6 +171,7 @@ describe("agentk's forwarder", () => {
     await once(res, "data", { signal: AbortSignal.timeout(10_000) });
     req.destroy();
     await upstreamClosed;
-    await expect.poll(() => statuses).toEqual(["aborted"]);
+    await expect.poll(() => statuses).toEqual([499]);
+    expect(warnings).toEqual([]);
   });
 });
