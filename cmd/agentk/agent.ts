@@ -1,10 +1,21 @@
-// agentk composed: the tunnel to kas and the modules that serve the streams kas opens on it.
+// agentk, composed: the tunnel to kas, the services kas reaches over it, and the list of modules
+// built from them. A new capability is a folder under modules/ whose agentk half joins
+// `agentkModules`.
 import { HandshakeError, TunnelClient, type TunnelSession } from "../../lib/tunnel/index.ts";
+import { kubernetesApiAgentModule } from "../../modules/kubernetes_api/agentk/module.ts";
+import { observabilityModule } from "../../modules/observability/module.ts";
+import {
+  type AgentConfiguration,
+  type AgentkModuleDeps,
+  type AgentkModuleFactory,
+  LatestValue,
+  ModuleRunner,
+  Phase,
+} from "../../modules/runtime/index.ts";
+import { serviceProxyAgentModule } from "../../modules/service_proxy/agentk/module.ts";
 import type { AgentkConfig } from "./config/index.ts";
-import { createKubernetesProxy } from "./kubernetes/index.ts";
+import { createHttpServiceStreams } from "./http-services.ts";
 import type { AgentkMetrics, Logger, ReadinessChecks } from "./observability/index.ts";
-import { createServiceProxies } from "./services/index.ts";
-import { createStreamRouter } from "./streams.ts";
 
 /** Handshake headers naming this pod, so kas can say in its logs which replica holds a tunnel. */
 export const POD_NAME_HEADER = "x-agentk-pod-name";
@@ -18,19 +29,27 @@ export interface AgentDeps {
 
 export interface Agent {
   readonly client: TunnelClient;
-  /** Starts dialing kas; the tunnel is kept up (with backoff) until `stop`. */
-  start(): void;
+  /** Where the modules' listeners are (observability), once started. */
+  readonly urls: Partial<Record<string, string>>;
+  /** Builds and starts every module; the tunnel to kas is kept up (with backoff) until `stop`. */
+  start(): Promise<void>;
   /** GoAway to kas, in-flight streams get `graceMs` to finish, then everything closes. */
-  stop(graceMs?: number): Promise<void>;
+  stop(graceMs: number): Promise<void>;
 }
 
-export async function createAgent(config: AgentkConfig, deps: AgentDeps): Promise<Agent> {
-  const { log, metrics, readiness } = deps;
-  const perRequest = (route: string) => ({ log, track: () => metrics.requests.start(route) });
-  const kubernetes = await createKubernetesProxy(config.kubernetes, perRequest("kubernetes"));
-  const services = createServiceProxies(config.services, (name) => perRequest(`service/${name}`));
-  const router = createStreamRouter<TunnelSession>({ kubernetes, services }, { log, metrics });
+/** agentk's modules, in the order they are built; the runner starts them by phase. */
+function agentkModules(config: AgentkConfig, kasConnection: AgentkModuleFactory): AgentkModuleFactory[] {
+  return [
+    observabilityModule({ listen: config.observability.listen }),
+    kasConnection,
+    kubernetesApiAgentModule(config.kubernetes),
+    serviceProxyAgentModule(config.services),
+  ];
+}
 
+export function createAgent(config: AgentkConfig, deps: AgentDeps): Agent {
+  const { log, metrics, readiness } = deps;
+  const httpServices = createHttpServiceStreams<TunnelSession>({ log, metrics });
   const client = new TunnelClient({
     url: config.kasAddress,
     dial: {
@@ -45,9 +64,59 @@ export async function createAgent(config: AgentkConfig, deps: AgentDeps): Promis
       ...(config.kasInsecureSkipTlsVerify && { insecureSkipTlsVerify: true }),
     },
     tunnel: { keepAliveIntervalMs: config.keepAliveIntervalMs },
-    // Never rejects: refusals and handler failures go to the router's log and metrics.
-    onStream: (stream, session) => void router.dispatcher.handle(stream, session),
+    // Never rejects: refusals and handler failures go to the log and metrics.
+    onStream: (stream, session) => void httpServices.dispatcher.handle(stream, session),
   });
+  const runner = new ModuleRunner<AgentkModuleDeps>(agentkModules(config, kasConnectionModule(config, deps)));
+  const moduleDeps: AgentkModuleDeps = {
+    log,
+    registry: metrics.registry,
+    requests: metrics.requests,
+    readiness,
+    kas: client,
+    httpServices,
+    configuration: new LatestValue<AgentConfiguration>(),
+  };
+  return {
+    client,
+    get urls() {
+      return runner.urls;
+    },
+    start: () => runner.start(moduleDeps),
+    stop: (graceMs) => runner.stop(graceMs),
+  };
+
+  /** The tunnel to kas, and the HTTP services served over it, as a module of the core phase. */
+  function kasConnectionModule(c: AgentkConfig, d: AgentDeps): AgentkModuleFactory {
+    return {
+      name: "kas_connection",
+      phase: Phase.core,
+      create: () => ({
+        name: "kas_connection",
+        start() {
+          watchConnection(client, c, d);
+          client.start();
+        },
+        drain() {
+          readiness.add("tunnel", () => {
+            throw new Error("shutting down");
+          });
+        },
+        async close(graceMs) {
+          // Both at once: idle HTTP streams close at once, which lets the tunnels finish draining.
+          await Promise.all([client.stop(graceMs), httpServices.close(graceMs)]);
+        },
+      }),
+    };
+  }
+}
+
+/** Logs and metrics of the tunnel's life; readiness follows it. */
+function watchConnection(
+  client: TunnelClient,
+  config: AgentkConfig,
+  { log, metrics, readiness }: AgentDeps,
+): void {
   client.on("connected", (session) => {
     metrics.tunnels.track(session);
     log.info({ kas: config.kasAddress, remote: session.stats.remoteAddress }, "connected to kas");
@@ -66,22 +135,4 @@ export async function createAgent(config: AgentkConfig, deps: AgentDeps): Promis
   readiness.add("tunnel", () => {
     if (!client.active) throw new Error("no tunnel to kas");
   });
-  log.info(
-    { kubernetes: kubernetes ? config.kubernetes.kind : "none", services: [...services.keys()] },
-    kubernetes
-      ? "serving the Kubernetes API and allow-listed services"
-      : "no Kubernetes configuration; serving allow-listed services only",
-  );
-
-  return {
-    client,
-    start: () => void client.start(),
-    async stop(graceMs = 10_000) {
-      readiness.add("tunnel", () => {
-        throw new Error("shutting down");
-      });
-      // Both at once: idle HTTP streams close at once, which lets the tunnels finish draining.
-      await Promise.all([client.stop(graceMs), router.close(graceMs)]);
-    },
-  };
 }

@@ -1,18 +1,13 @@
 #!/usr/bin/env node
-// agentk, the in-cluster agent. This file composes the modules; each lives in its own folder.
+// agentk, the in-cluster agent, as a process: arguments, configuration, signals. agent.ts composes the modules.
 import { realpathSync } from "node:fs";
 import { pathToFileURL } from "node:url";
+import { ModuleCloseError } from "../../modules/runtime/index.ts";
 import { ConfigError } from "../common/config/errors.ts";
 import { installProcessErrorPolicy } from "../common/process-errors.ts";
 import { createAgent } from "./agent.ts";
 import { type AgentkConfig, agentkHelp, loadAgentkConfig } from "./config/index.ts";
-import {
-  createAgentkMetrics,
-  createLogger,
-  ReadinessChecks,
-  serveObservability,
-} from "./observability/index.ts";
-import { type ShutdownStep, shutDown } from "./shutdown.ts";
+import { createAgentkMetrics, createLogger, ReadinessChecks } from "./observability/index.ts";
 
 /** How long in-flight streams (a watch, an exec session) may run on after SIGTERM. */
 const SHUTDOWN_GRACE_MS = 10_000;
@@ -37,41 +32,35 @@ export async function main(argv: readonly string[]): Promise<number> {
   installProcessErrorPolicy(log);
   const metrics = createAgentkMetrics();
   const readiness = new ReadinessChecks();
-  const cleanup: ShutdownStep[] = [];
   let status = 0;
   // Listening from the start: a SIGTERM while starting up still ends in a clean shutdown.
   const signalled = new Promise<NodeJS.Signals>((resolve) => {
     for (const s of ["SIGTERM", "SIGINT"] as const) process.once(s, () => resolve(s));
   });
+  const agent = createAgent(config, { log, metrics, readiness });
   try {
-    const observability = await serveObservability({
-      listen: config.observability.listen,
-      registry: metrics.registry,
-      readiness,
-      log,
-    });
-    cleanup.push({ name: "observability server", close: () => observability.close() });
+    await agent.start();
     log.info(
       {
-        url: observability.url,
+        url: agent.urls.observability,
         kas: config.kasAddress,
         kubernetes: config.kubernetes.kind,
         services: config.services.map((s) => s.name),
       },
       "agentk starting",
     );
-    const agent = await createAgent(config, { log, metrics, readiness });
-    // Registered before start: on SIGTERM kas gets GoAway and in-flight streams their grace period.
-    cleanup.push({ name: "agent", close: () => agent.stop(SHUTDOWN_GRACE_MS) });
-    agent.start();
-
     const signal = await signalled;
     log.info({ signal }, "shutting down");
   } catch (err) {
     log.fatal({ err }, "agentk failed");
     status = 1;
   }
-  if (!(await shutDown(cleanup.reverse(), log))) status = 1;
+  // On SIGTERM kas gets GoAway and in-flight streams their grace period.
+  await agent.stop(SHUTDOWN_GRACE_MS).catch((err: unknown) => {
+    status = 1;
+    for (const e of err instanceof ModuleCloseError ? err.errors : [err])
+      log.error({ err: e }, "shutdown failed");
+  });
   await new Promise<void>((resolve) => log.flush(() => resolve()));
   return status;
 }

@@ -1,35 +1,35 @@
-// kas, composed: every module is built here from a KasConfig, in one place. main.ts runs it as
-// a process; tests run it in-process. Modules to come (GitOps, Gitaly, informer cache, GitLab
-// CI/user access to the Kubernetes proxy) join here: stream kinds agents open go to
-// `agentStreams`, proxy access rules replace `agentTokenAccess`.
+// kas, composed: the shared dependencies, and the list of modules built from them. main.ts runs it
+// as a process; tests run it in-process. A new capability is a folder under modules/ whose kas
+// half joins the list in `kasModules`.
+import { EventEmitter } from "node:events";
 import type { Router, RouterOptions } from "../../lib/router/index.ts";
 import { kindName } from "../../lib/tunnel/header/index.ts";
 import { StreamDispatcher, type TunnelOptions } from "../../lib/tunnel/index.ts";
-import { type AgentListener, type AgentSession, serveAgents } from "./agents/index.ts";
-import { serveApi } from "./api/index.ts";
+import { agentTrackerModule } from "../../modules/agent_tracker/kas/module.ts";
+import type { AgentTracker } from "../../modules/agent_tracker/kas/tracker.ts";
+import { kubernetesApiModule } from "../../modules/kubernetes_api/kas/module.ts";
+import { observabilityModule } from "../../modules/observability/module.ts";
+import type {
+  AgentSession,
+  AgentTunnelEvents,
+  KasModuleDeps,
+  KasModuleFactory,
+} from "../../modules/runtime/index.ts";
+import { ModuleRunner } from "../../modules/runtime/index.ts";
+import { serviceProxyModule } from "../../modules/service_proxy/kas/module.ts";
+import { AgentHttpProxy } from "../common/http/index.ts";
+import type { AgentListener } from "./agents/index.ts";
+import { ApiRouteTable } from "./api/index.ts";
 import {
   type ConfiguredAuthenticator,
   createAgentAuthenticate,
   createAuthenticatorFromConfig,
-  loadStaticTokens,
+  kubernetesProxyAccess,
   TokenRecheck,
 } from "./auth/index.ts";
 import type { KasConfig, KasSecrets } from "./config/index.ts";
-import { AgentHttpProxy, type HttpListener } from "./http/index.ts";
-import {
-  type AuthorizeProxyRequest,
-  agentTokenAccess,
-  ProxyAccessError,
-  serveKubernetesProxy,
-} from "./kubernetes-proxy/index.ts";
-import {
-  createKasMetrics,
-  type KasMetrics,
-  type Logger,
-  type ObservabilityServer,
-  ReadinessChecks,
-  serveObservability,
-} from "./observability/index.ts";
+import { agentListenerModule, apiFrontModule } from "./core-modules.ts";
+import { createKasMetrics, type KasMetrics, type Logger, ReadinessChecks } from "./observability/index.ts";
 import { createKasRouter } from "./routing/index.ts";
 
 export interface KasServerOptions {
@@ -61,11 +61,12 @@ export interface KasServer {
   /** Set once started. */
   readonly router: Router | undefined;
   readonly agents: AgentListener | undefined;
+  readonly tracker: AgentTracker | undefined;
   /** Builds and starts every module; on failure, whatever started is stopped again. */
   start(): Promise<KasAddresses>;
   /**
-   * Graceful stop: not ready, no new connections, GoAway to every tunnel, requests and streams
-   * in flight get `graceMs` (default shutdown_grace_period) to finish, unregister from Redis.
+   * Graceful stop: not ready, GoAway to every tunnel, no new requests, what is in flight gets
+   * `graceMs` (default shutdown_grace_period) to finish, unregistered from Redis.
    */
   stop(options?: { graceMs?: number }): Promise<void>;
 }
@@ -87,28 +88,22 @@ export function createKasServer(options: KasServerOptions): KasServer {
 
   let authenticator: ConfiguredAuthenticator | undefined;
   let tokenRecheck: TokenRecheck | undefined;
-  let observability: ObservabilityServer | undefined;
   let router: Router | undefined;
+  let agentHttp: AgentHttpProxy | undefined;
+  let runner: ModuleRunner<KasModuleDeps> | undefined;
   let agents: AgentListener | undefined;
-  let proxy: AgentHttpProxy | undefined;
-  let api: HttpListener | undefined;
-  let kubernetesApi: HttpListener | undefined;
+  let tracker: AgentTracker | undefined;
   let stopping: Promise<void> | undefined;
 
   const stop = async (graceMs = config.shutdownGracePeriodMs): Promise<void> => {
     readiness.add("shutdown", () => {
       throw new Error("shutting down");
     });
-    const fronts = Promise.all([api?.close(graceMs), kubernetesApi?.close(graceMs)]).then(() =>
-      proxy?.close(),
-    );
     await Promise.all([
-      fronts,
-      agents?.close(graceMs), // GoAway to every tunnel; their streams get the grace period
+      runner?.stop(graceMs),
       router?.close({ graceMs }), // withdraws this replica from Redis first
     ]);
-    await proxy?.destroy();
-    await observability?.close();
+    await agentHttp?.destroy();
     tokenRecheck?.close();
     await authenticator?.close();
   };
@@ -122,6 +117,9 @@ export function createKasServer(options: KasServerOptions): KasServer {
     },
     get agents() {
       return agents;
+    },
+    get tracker() {
+      return tracker;
     },
 
     async start() {
@@ -142,64 +140,63 @@ export function createKasServer(options: KasServerOptions): KasServer {
           log,
           redisOverrides: options.tuning?.redis,
         });
-        observability = await serveObservability({
-          listen: config.observability.listen.address,
-          registry: metrics.registry,
-          readiness,
-          paths: {
-            metrics: config.observability.prometheus.urlPath,
-            liveness: config.observability.livenessProbe.urlPath,
-            readiness: config.observability.readinessProbe.urlPath,
-          },
-          log,
-        });
-        agents = await serveAgents({
-          listen: config.agent.listen,
-          router,
-          metrics: metrics.tunnels,
-          authenticate: createAgentAuthenticate({
-            authenticator,
-            log,
-            onResult: (result) => metrics.agentAuth.inc({ result }),
+        agentHttp = new AgentHttpProxy(router, { dialTimeoutMs: config.agent.dialTimeoutMs });
+        const api = new ApiRouteTable();
+        const modules: KasModuleFactory[] = [
+          observabilityModule({
+            listen: config.observability.listen.address,
+            paths: {
+              metrics: config.observability.prometheus.urlPath,
+              liveness: config.observability.livenessProbe.urlPath,
+              readiness: config.observability.readinessProbe.urlPath,
+            },
           }),
-          handshakeTimeoutMs: config.agent.listen.handshakeTimeoutMs,
-          maxConnectionAgeMs: config.agent.listen.maxConnectionAgeMs,
-          ageDrainGraceMs: config.shutdownGracePeriodMs,
-          dispatcher: agentStreams,
-          ...(tokenRecheck && { tokenRecheck }),
-          tunnel: { keepAliveIntervalMs: config.agent.listen.keepaliveIntervalMs, ...options.tuning?.tunnel },
+          agentListenerModule({
+            config,
+            metrics,
+            authenticate: createAgentAuthenticate({
+              authenticator,
+              log,
+              onResult: (result) => metrics.agentAuth.inc({ result }),
+            }),
+            tokenRecheck,
+            tunnel: {
+              keepAliveIntervalMs: config.agent.listen.keepaliveIntervalMs,
+              ...options.tuning?.tunnel,
+            },
+            onListening: (listener) => {
+              agents = listener;
+            },
+          }),
+          agentTrackerModule((t) => {
+            tracker = t;
+          }),
+          serviceProxyModule(),
+          kubernetesApiModule(config.agent.kubernetesApi, await kubernetesProxyAccess(config)),
+          apiFrontModule(config, secrets, api),
+        ];
+        runner = new ModuleRunner(modules);
+        await runner.start({
           log,
-        });
-        proxy = new AgentHttpProxy(router, { dialTimeoutMs: config.agent.dialTimeoutMs });
-        if (secrets.apiSecret !== undefined) {
-          api = await serveApi({
-            listen: config.api.listen,
-            secret: secrets.apiSecret,
-            agents,
-            proxy,
-            metrics: metrics.requests,
-            log,
-          });
-        } else {
-          log.warn({}, "API for GitLab disabled: api.listen.authentication_secret_file is not set");
-        }
-        kubernetesApi = await serveKubernetesProxy({
-          listen: config.agent.kubernetesApi.listen,
-          urlPathPrefix: config.agent.kubernetesApi.urlPathPrefix,
-          authorize: await proxyAccess(config),
-          proxy,
-          metrics: metrics.requests,
-          log,
+          registry: metrics.registry,
+          requests: metrics.requests,
+          readiness,
+          router,
+          agentHttp,
+          agentStreams,
+          agentTunnels: new EventEmitter<AgentTunnelEvents>(),
+          api,
         });
       } catch (err) {
         await stop(0).catch(() => {});
         throw err;
       }
+      const urls = runner.urls;
       return {
-        agent: agents.url,
-        observability: observability.url,
-        kubernetesApi: kubernetesApi.url,
-        ...(api && { api: api.url }),
+        agent: urls.agent!,
+        observability: urls.observability!,
+        kubernetesApi: urls.kubernetesApi!,
+        ...(urls.api && { api: urls.api }),
         ...(router.clustered && { privateApi: router.privateUrl }),
       };
     },
@@ -209,17 +206,4 @@ export function createKasServer(options: KasServerOptions): KasServer {
       return stopping;
     },
   };
-}
-
-/** This slice: the static dev tokens name the agent whose cluster a proxy request goes to. */
-async function proxyAccess(config: KasConfig): Promise<AuthorizeProxyRequest> {
-  if (config.agent.staticTokensFile === undefined) {
-    return async () => {
-      throw new ProxyAccessError(
-        401,
-        "the Kubernetes API proxy accepts static dev tokens only, and none are configured",
-      );
-    };
-  }
-  return agentTokenAccess(await loadStaticTokens(config.agent.staticTokensFile));
 }

@@ -142,3 +142,14 @@ export function parseLogLevel(raw: unknown): LogLevel {
   }
   return value as LogLevel;
 }
+
+/** PEM files that turn a listener into a TLS one (both or neither). */
+export interface TlsFiles {
+  certificateFile?: string;
+  keyFile?: string;
+}
+
+/** Where a listener binds, and its TLS files if it serves TLS. */
+export interface ListenConfig extends TlsFiles {
+  address: ListenAddress;
+}

@@ -149,6 +149,16 @@ export function sendBody(
   res.end(res.req.method === "HEAD" ? undefined : body);
 }
 
+/** A whole JSON response. */
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Readonly<Record<string, string>> = {},
+): void {
+  sendBody(res, status, { type: "application/json", body: `${JSON.stringify(body)}\n` }, headers);
+}
+
 /** Runs `fn`; a synchronous throw becomes a rejection. */
 function attempt<T>(fn: () => T | Promise<T>): Promise<T> {
   return new Promise<T>((resolve) => resolve(fn()));

@@ -1,18 +1,18 @@
-// What every HTTP front of both daemons shares: the guard that turns any failure into an answer, safe path parsing.
+// HTTP pieces the daemons and their modules share: the guard every front runs under, graceful
+// listeners, kas's HTTP to an agent's services over the router, agentk's forwarder to in-cluster
+// upstreams, error mapping.
 export {
-  type ErrorAnswer,
-  type ErrorRenderer,
-  type GuardedHandlers,
-  type GuardLog,
-  type GuardOptions,
-  guardRequests,
-  guardServer,
-  guardUpgrades,
-  jsonError,
-  type RequestHandler,
-  sendBody,
-  type UpgradeHandler,
-} from "./guard.ts";
-export { HttpError } from "./http-error.ts";
-export { type Body, rawAnswer } from "./raw-answer.ts";
-export { decodePathSegment, type RequestTarget, requestTarget } from "./request-target.ts";
+  AgentHttpProxy,
+  type AgentHttpProxyOptions,
+  type AgentTarget,
+  type ForwardOptions,
+  ResponseAbortedError,
+  SERVICE_NAME,
+} from "./agent-proxy.ts";
+export * from "./forwarder.ts";
+export * from "./guard.ts";
+export * from "./http-error.ts";
+export { type HttpListener, type HttpListenOptions, listenHttp } from "./listen-http.ts";
+export { describeProxyError, failure, type ProxyFailure } from "./proxy-failure.ts";
+export * from "./raw-answer.ts";
+export * from "./request-target.ts";

@@ -1,3 +1,4 @@
+import type { EventEmitter } from "node:events";
 import { readFile } from "node:fs/promises";
 import type { Router } from "../../../lib/router/index.ts";
 import {
@@ -8,21 +9,14 @@ import {
   serveTunnels,
   type TunnelOptions,
   type TunnelServer,
-  type TunnelSession,
 } from "../../../lib/tunnel/index.ts";
-import type { AgentIdentity, TokenRecheck } from "../auth/index.ts";
-import type { ListenConfig } from "../config/index.ts";
+import type { AgentIdentity, AgentSession, AgentTunnelEvents } from "../../../modules/runtime/index.ts";
+import type { ListenConfig } from "../../common/config/values.ts";
+import type { TokenRecheck } from "../auth/index.ts";
 import type { TunnelMetrics } from "../observability/index.ts";
-import {
-  type AgentFilter,
-  type ConnectedAgent,
-  mergeSummaries,
-  parseSummary,
-  summarize,
-} from "./connected-agents.ts";
 import { closeOnRevocation } from "./revocation.ts";
 
-export type AgentSession = TunnelSession<AgentIdentity>;
+export type { AgentSession } from "../../../modules/runtime/index.ts";
 
 export interface AgentListenerOptions {
   listen: ListenConfig;
@@ -41,6 +35,8 @@ export interface AgentListenerOptions {
    */
   dispatcher?: StreamDispatcher<AgentSession>;
   onReject?: (rejected: RejectedHandshake) => void;
+  /** Told of every tunnel served (modules follow agents from here). */
+  tunnels?: EventEmitter<AgentTunnelEvents>;
   /** Re-checks each tunnel's token while it is open; a refused token closes the agent's tunnels. */
   tokenRecheck?: Pick<TokenRecheck, "watch">;
   log?: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
@@ -49,20 +45,14 @@ export interface AgentListenerOptions {
 export interface AgentListener {
   readonly url: string;
   readonly server: TunnelServer<AgentIdentity>;
-  /** Agents with a tunnel at this replica, optionally only those of one project or one id. */
-  localAgents(filter?: AgentFilter): ConnectedAgent[];
-  /**
-   * Agents with a tunnel at any live replica (through Redis when clustered, else this replica's).
-   * Rejects with RegistryUnavailableError when Redis cannot answer.
-   */
-  connectedAgents(filter?: AgentFilter): Promise<ConnectedAgent[]>;
   /** Stop accepting, GoAway to every tunnel, give their streams `graceMs` to finish, close. */
   close(graceMs?: number): Promise<void>;
 }
 
 /**
  * Where agentk connects: `serveTunnels` with the agent authentication hook; each tunnel is
- * registered with the router under the authenticated agent id and counted in the metrics.
+ * registered with the router under the authenticated agent id, counted in the metrics and
+ * announced to the modules (`tunnels`).
  */
 export async function serveAgents(options: AgentListenerOptions): Promise<AgentListener> {
   const { listen, router, metrics, dispatcher, log } = options;
@@ -70,8 +60,6 @@ export async function serveAgents(options: AgentListenerOptions): Promise<AgentL
     listen.certificateFile && listen.keyFile
       ? { cert: await readFile(listen.certificateFile), key: await readFile(listen.keyFile) }
       : undefined;
-  /** This replica's open tunnels per agent id. */
-  const byAgent = new Map<string, Set<AgentSession>>();
   const server = await serveTunnels<AgentIdentity>({
     ...(listen.address.host !== undefined && { host: listen.address.host }),
     port: listen.address.port,
@@ -85,7 +73,7 @@ export async function serveAgents(options: AgentListenerOptions): Promise<AgentL
       metrics?.track(session, agentId);
       router.register(agentId, session);
       if (options.tokenRecheck) closeOnRevocation(session, options.tokenRecheck, log);
-      track(session);
+      if (!session.closed) options.tunnels?.emit("tunnel", session);
       if (dispatcher) session.on("stream", (stream) => void dispatcher.handle(stream, session));
       if (options.maxConnectionAgeMs !== undefined) {
         // +-10 %: the tunnels of agents that connected together (say, after a kas restart) are
@@ -105,45 +93,9 @@ export async function serveAgents(options: AgentListenerOptions): Promise<AgentL
     },
   });
 
-  const localAgents = (filter: AgentFilter = {}) => {
-    const ids = filter.agentId !== undefined ? [filter.agentId] : byAgent.keys();
-    const summaries = [...ids].flatMap((id) => summarize(byAgent.get(id) ?? []) ?? []);
-    return mergeSummaries(summaries, filter);
-  };
-
   return {
     url: server.url,
     server,
-    localAgents,
-    async connectedAgents(filter = {}) {
-      if (!router.clustered) return localAgents(filter);
-      const { cluster } = router;
-      const others = (await cluster.described()).flatMap((d) =>
-        d.replicaId === cluster.replicaId ? [] : (parseSummary(d.info) ?? []),
-      );
-      return mergeSummaries([...localAgents(filter), ...others], filter);
-    },
     close: (graceMs = 30_000) => server.close(graceMs),
   };
-
-  /** Keeps the per-agent tunnel sets, and this replica's summary of the agent in Redis. */
-  function track(session: AgentSession): void {
-    if (session.closed) return; // gone before it was served: no 'close' would remove it
-    const { agentId } = session.identity;
-    const tunnels = byAgent.get(agentId) ?? new Set<AgentSession>();
-    byAgent.set(agentId, tunnels);
-    tunnels.add(session);
-    publish(agentId);
-    session.on("close", () => {
-      tunnels.delete(session);
-      if (tunnels.size === 0 && byAgent.get(agentId) === tunnels) byAgent.delete(agentId);
-      publish(agentId);
-    });
-  }
-
-  function publish(agentId: string): void {
-    if (!router.clustered) return;
-    const summary = summarize(byAgent.get(agentId) ?? []);
-    router.cluster.describe(agentId, summary && JSON.stringify(summary));
-  }
 }

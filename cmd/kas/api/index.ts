@@ -5,4 +5,4 @@ export {
   GITLAB_JWT_ISSUER,
   GITLAB_REQUEST_HEADER,
 } from "./gitlab-jwt.ts";
-export { AGENTS_ROUTE, type ApiServerOptions, SERVICE_ROUTE, serveApi } from "./server.ts";
+export { ApiRouteTable, type ApiServerOptions, serveApi } from "./server.ts";

@@ -1,14 +1,11 @@
 import type { HandshakeRequest } from "../../../lib/tunnel/index.ts";
 import { HandshakeRejection } from "../../../lib/tunnel/index.ts";
+import type { AgentIdentity } from "../../../modules/runtime/kas.ts";
 import { AgentToken, tokenFingerprint } from "../../common/agent-token.ts";
 import { AgentAuthError, type AgentAuthErrorCode } from "./errors.ts";
-import type { AgentAuthenticator, AgentInfo } from "./types.ts";
+import type { AgentAuthenticator } from "./types.ts";
 
-/** What kas knows about the agent at the other end of a tunnel (`session.identity`). */
-export interface AgentIdentity extends AgentInfo {
-  /** The token the agent presented; logs and JSON show "[REDACTED]". */
-  token: AgentToken;
-}
+export type { AgentIdentity } from "../../../modules/runtime/kas.ts";
 
 export interface AgentAuthenticateOptions {
   authenticator: AgentAuthenticator;

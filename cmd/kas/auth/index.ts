@@ -22,6 +22,7 @@ export {
   type KasJwtOptions,
   signKasApiJwt,
 } from "./kas-jwt.ts";
+export { agentTokenAccess, kubernetesProxyAccess } from "./proxy-access.ts";
 export {
   loadStaticTokens,
   parseStaticTokens,

@@ -1,29 +1,6 @@
-/** Where the agent's project lives in Gitaly, as GitLab's `agent_info` reports it. */
-export interface GitalyInfo {
-  address: string;
-  /** A secret: never log it. */
-  token?: string;
-  features: Record<string, string>;
-}
+import type { AgentInfo } from "../../../modules/runtime/kas.ts";
 
-export interface GitalyRepository {
-  storageName: string;
-  relativePath: string;
-  glRepository: string;
-  glProjectPath: string;
-  gitObjectDirectory?: string;
-  gitAlternateObjectDirectories?: string[];
-}
-
-/** Who an agent token belongs to. Ids are decimal strings (GitLab's are 64-bit). */
-export interface AgentInfo {
-  agentId: string;
-  projectId: string;
-  agentName: string;
-  defaultBranch?: string;
-  gitalyInfo?: GitalyInfo;
-  gitalyRepository?: GitalyRepository;
-}
+export type { AgentInfo, GitalyInfo, GitalyRepository } from "../../../modules/runtime/kas.ts";
 
 export interface AuthenticateOptions {
   /** Stop waiting (the handshake timed out or the agent went away). */

@@ -4,6 +4,7 @@
 import {
   type Endpoint,
   type ListenAddress,
+  type ListenConfig,
   type LogLevel,
   parseBool,
   parseDuration,
@@ -267,14 +268,9 @@ export function envNameOf(path: string): string {
   return `KAS_${path.replaceAll(".", "_").toUpperCase()}`;
 }
 
-export interface TlsFiles {
-  certificateFile?: string;
-  keyFile?: string;
-}
+export type { ListenConfig, TlsFiles } from "../../common/config/values.ts";
 
-export interface ListenConfig extends TlsFiles {
-  address: ListenAddress;
-}
+import type { TlsFiles } from "../../common/config/values.ts";
 
 /** The validated configuration. Durations are milliseconds (the `Ms` suffix); files are paths, read by `readKasSecrets`. */
 export interface KasConfig {

@@ -1,4 +1,4 @@
-import { once } from "node:events";
+import { EventEmitter, once } from "node:events";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -16,6 +16,8 @@ import {
   StreamRejectedError,
   TunnelClient,
 } from "../../../lib/tunnel/index.ts";
+import { AgentTracker } from "../../../modules/agent_tracker/kas/tracker.ts";
+import type { AgentTunnelEvents } from "../../../modules/runtime/index.ts";
 import { OTHER_TOKEN, TOKEN, writeFixtures } from "../support/fixtures.ts";
 
 describe("agent listener", () => {
@@ -39,7 +41,10 @@ describe("agent listener", () => {
     const router = await new Router({ defaultTimeoutMs: 1000 }).start();
     cleanups.push(() => router.close({ graceMs: 0 }));
     const registry = new Registry();
+    const tunnels = new EventEmitter<AgentTunnelEvents>();
+    const tracker = new AgentTracker(router, tunnels);
     const listener = await serveAgents({
+      tunnels,
       listen: { address: { host: "127.0.0.1", port: 0 } },
       authenticate: createAgentAuthenticate({ authenticator: await loadStaticTokens(tokensFile) }),
       router,
@@ -60,11 +65,11 @@ describe("agent listener", () => {
       cleanups.push(() => client.stop(0));
       return client;
     };
-    return { router, registry, listener, connect };
+    return { router, registry, listener, tracker, connect };
   };
 
   it("registers each tunnel with the router under the agent id; lists agents with their tunnel count", async () => {
-    const { router, registry, listener, connect } = await serve();
+    const { router, registry, tracker, connect } = await serve();
     await Promise.all([
       connect(TOKEN).ready(5000),
       connect(TOKEN).ready(5000),
@@ -72,12 +77,12 @@ describe("agent listener", () => {
     ]);
     expect(router.local.agentIds().sort()).toEqual(["42", "43"]);
     expect(router.local.tunnels("42").size).toBe(2);
-    expect((await listener.connectedAgents()).map((a) => [a.agentId, a.tunnels])).toEqual([
+    expect((await tracker.connectedAgents()).map((a) => [a.agentId, a.tunnels])).toEqual([
       ["42", 2],
       ["43", 1],
     ]);
-    expect((await listener.connectedAgents({ projectId: "8" })).map((a) => a.agentId)).toEqual(["43"]);
-    expect(listener.localAgents({ agentId: "42" }).map((a) => a.tunnels)).toEqual([2]);
+    expect((await tracker.connectedAgents({ projectId: "8" })).map((a) => a.agentId)).toEqual(["43"]);
+    expect(tracker.localAgents({ agentId: "42" }).map((a) => a.tunnels)).toEqual([2]);
     expect(await registry.getSingleMetricAsString("t_connected_agents")).toMatch(/t_connected_agents 2$/);
     expect(await registry.getSingleMetricAsString("t_tunnels")).toMatch(/t_tunnels 3$/);
   });

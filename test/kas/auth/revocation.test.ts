@@ -86,7 +86,7 @@ describe("kas re-checks connected agents' tokens", () => {
     const { api, kas, connect, log } = await setup();
     const agents = await Promise.all((["42", "43", "44"] as const).map(connect));
     const atKas = agents.map((_, i) => kasSessions(kas, String(42 + i))[0]!);
-    expect((await kas.agents!.connectedAgents()).map((a) => a.agentId)).toEqual(["42", "43", "44"]);
+    expect((await kas.tracker!.connectedAgents()).map((a) => a.agentId)).toEqual(["42", "43", "44"]);
     const goaways = agents.map(({ tunnel }) => once(tunnel, "goaway", { signal: AbortSignal.timeout(5000) }));
     const closes = agents.map(({ tunnel }) => closed(tunnel));
     api.removeAgent(TOKENS["42"]);
@@ -99,7 +99,7 @@ describe("kas re-checks connected agents' tokens", () => {
       expect(session.closed).toBe(true);
       expect(session.closeError?.message).toMatch(/^agent token no longer valid: /);
     }
-    expect(await kas.agents!.connectedAgents()).toEqual([]);
+    expect(await kas.tracker!.connectedAgents()).toEqual([]);
     expect(kas.router!.local.agentIds()).toEqual([]);
     expect(await rechecks(kas, "unauthenticated")).toBe(1);
     expect(await rechecks(kas, "permission_denied")).toBe(1);
@@ -113,7 +113,7 @@ describe("kas re-checks connected agents' tokens", () => {
     for (const [i, status] of [401, 403, 404].entries()) {
       await until(() => agents[i]!.agent.rejected.includes(status), 5000, `agent ${42 + i} refused`);
     }
-    expect(await kas.agents!.connectedAgents()).toEqual([]);
+    expect(await kas.tracker!.connectedAgents()).toEqual([]);
   });
 
   test("GitLab failing (500) at the re-check is no refusal: the tunnel stays, and the next re-check succeeds", async () => {
@@ -132,7 +132,7 @@ describe("kas re-checks connected agents' tokens", () => {
     expect(tunnel.closed).toBe(false);
     expect(agent.client.active).toBe(tunnel);
     expect(kasSessions(kas, "42").map((s) => s.closed)).toEqual([false]);
-    expect(await kas.agents!.connectedAgents()).toMatchObject([{ agentId: "42", tunnels: 1 }]);
+    expect(await kas.tracker!.connectedAgents()).toMatchObject([{ agentId: "42", tunnels: 1 }]);
     expect(log()).toContain('"msg":"agent token: re-check failed; its tunnels stay');
   });
 

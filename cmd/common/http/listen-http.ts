@@ -1,0 +1,112 @@
+import { readFile } from "node:fs/promises";
+import * as http from "node:http";
+import * as https from "node:https";
+import type { Duplex } from "node:stream";
+import type { ListenAddress, TlsFiles } from "../config/values.ts";
+import { listenAt } from "../listen.ts";
+import {
+  type GuardOptions,
+  guardServer,
+  HttpError,
+  type RequestHandler,
+  type UpgradeHandler,
+} from "./index.ts";
+
+export interface HttpListenOptions extends GuardOptions {
+  address: ListenAddress;
+  /** Serve HTTPS with these PEM files. */
+  tls?: TlsFiles;
+  handler: RequestHandler;
+  /** Requests with `Connection: Upgrade` (exec, attach, port-forward, WebSocket). */
+  onUpgrade?: UpgradeHandler;
+}
+
+export interface HttpListener {
+  readonly url: string;
+  readonly port: number;
+  readonly server: http.Server;
+  /**
+   * Stops accepting, closes idle keep-alive connections, lets requests in flight (and upgraded
+   * connections) finish for up to `graceMs`, then cuts what is left.
+   */
+  close(graceMs?: number): Promise<void>;
+}
+
+/**
+ * An HTTP/1.1 front (API, Kubernetes API proxy) that can drain gracefully. Handlers run under the
+ * guard (`guardServer`): a failure becomes an answer in the front's format and a log line, never
+ * a crash; the guard also records the request metrics.
+ */
+export async function listenHttp(options: HttpListenOptions): Promise<HttpListener> {
+  const inFlight = new Set<http.ServerResponse>();
+  const upgraded = new Set<Duplex>();
+  let closing = false;
+  let settled: (() => void) | undefined;
+  const checkDrained = () => {
+    if (closing && inFlight.size === 0 && upgraded.size === 0) settled?.();
+  };
+
+  const track = (res: http.ServerResponse) => {
+    inFlight.add(res);
+    if (closing) res.shouldKeepAlive = false;
+    res.once("close", () => {
+      inFlight.delete(res);
+      if (closing) setImmediate(() => server.closeIdleConnections());
+      checkDrained();
+    });
+  };
+  const onUpgrade = options.onUpgrade;
+  const tls = options.tls?.certificateFile && options.tls.keyFile ? options.tls : undefined;
+  const server: http.Server = tls
+    ? https.createServer({ cert: await readFile(tls.certificateFile!), key: await readFile(tls.keyFile!) })
+    : http.createServer();
+  // Watches and `logs -f` are long: no whole-request deadline; headers must still come quickly.
+  server.requestTimeout = 0;
+  server.headersTimeout = 30_000;
+  server.keepAliveTimeout = 30_000;
+  guardServer(server, {
+    ...options,
+    request: (req, res) => {
+      track(res);
+      return options.handler(req, res);
+    },
+    ...(onUpgrade && {
+      upgrade: (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
+        if (closing) throw new HttpError(503, "shutting down");
+        upgraded.add(socket);
+        socket.once("close", () => {
+          upgraded.delete(socket);
+          checkDrained();
+        });
+        return onUpgrade(req, socket, head);
+      },
+    }),
+  });
+
+  const { url, port } = await listenAt(server, options.address, tls ? "https" : "http");
+
+  return {
+    url,
+    port,
+    server,
+    async close(graceMs = 30_000) {
+      if (closing) return;
+      closing = true;
+      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      for (const res of inFlight) if (!res.headersSent) res.shouldKeepAlive = false;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, graceMs);
+        timer.unref();
+        settled = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+        checkDrained();
+      });
+      server.closeAllConnections();
+      for (const socket of upgraded) socket.destroy();
+      await stopped;
+    },
+  };
+}

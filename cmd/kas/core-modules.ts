@@ -1,0 +1,99 @@
+// kas's own modules: what every capability leans on and is not a capability itself. The agent
+// listener (8150) and GitLab's API front (8153) run under the same runner as the capabilities.
+import type { Authenticate } from "../../lib/tunnel/index.ts";
+import type { AgentIdentity, KasModuleFactory } from "../../modules/runtime/index.ts";
+import { Phase } from "../../modules/runtime/index.ts";
+import type { HttpListener } from "../common/http/index.ts";
+import { type AgentListener, type AgentListenerOptions, serveAgents } from "./agents/index.ts";
+import { type ApiRouteTable, serveApi } from "./api/index.ts";
+import type { TokenRecheck } from "./auth/index.ts";
+import type { KasConfig, KasSecrets } from "./config/index.ts";
+import type { KasMetrics } from "./observability/index.ts";
+
+export interface AgentListenerModuleOptions {
+  config: KasConfig;
+  metrics: KasMetrics;
+  authenticate: Authenticate<AgentIdentity>;
+  tokenRecheck: TokenRecheck | undefined;
+  tunnel: NonNullable<AgentListenerOptions["tunnel"]>;
+  /** Told the listener once it serves (tests, the daemon's `agents`). */
+  onListening?: (listener: AgentListener) => void;
+}
+
+/**
+ * Where agentk connects. Up before the capabilities (their stream kinds and routes are registered
+ * by then); when kas stops, every tunnel gets GoAway at once, so agents start moving to other
+ * replicas while the fronts drain, and their streams get the grace period.
+ */
+export function agentListenerModule(o: AgentListenerModuleOptions): KasModuleFactory {
+  return {
+    name: "agent_listener",
+    phase: Phase.core,
+    create({ log, router, agentStreams, agentTunnels }) {
+      let listener: AgentListener | undefined;
+      const { listen } = o.config.agent;
+      return {
+        name: "agent_listener",
+        get urls() {
+          return listener ? { agent: listener.url } : {};
+        },
+        async start() {
+          listener = await serveAgents({
+            listen,
+            router,
+            metrics: o.metrics.tunnels,
+            authenticate: o.authenticate,
+            handshakeTimeoutMs: listen.handshakeTimeoutMs,
+            maxConnectionAgeMs: listen.maxConnectionAgeMs,
+            ageDrainGraceMs: o.config.shutdownGracePeriodMs,
+            dispatcher: agentStreams,
+            tunnels: agentTunnels,
+            ...(o.tokenRecheck && { tokenRecheck: o.tokenRecheck }),
+            tunnel: o.tunnel,
+            log,
+          });
+          o.onListening?.(listener);
+        },
+        drain() {
+          for (const session of listener?.server.sessions ?? []) session.goAway();
+        },
+        close: async (graceMs) => listener?.close(graceMs),
+      };
+    },
+  };
+}
+
+/** GitLab's API (8153), serving the routes modules added; off without its shared secret. */
+export function apiFrontModule(
+  config: KasConfig,
+  secrets: KasSecrets,
+  routes: ApiRouteTable,
+): KasModuleFactory {
+  return {
+    name: "api",
+    phase: Phase.front,
+    create({ log, requests }) {
+      let listener: HttpListener | undefined;
+      return {
+        name: "api",
+        get urls() {
+          return listener ? { api: listener.url } : {};
+        },
+        async start() {
+          if (secrets.apiSecret === undefined) {
+            log.warn({}, "API for GitLab disabled: api.listen.authentication_secret_file is not set");
+            return;
+          }
+          listener = await serveApi({
+            listen: config.api.listen,
+            secret: secrets.apiSecret,
+            routes,
+            metrics: requests,
+            log,
+          });
+        },
+        close: async (graceMs) => listener?.close(graceMs),
+      };
+    },
+  };
+}

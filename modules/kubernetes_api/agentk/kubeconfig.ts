@@ -1,0 +1,60 @@
+// agentk's Kubernetes configuration, loaded by @kubernetes/client-node from a kubeconfig or the
+// pod's service account, plus the one thing the client does not keep: which token file to re-read.
+import { readFile } from "node:fs/promises";
+import { dirname, resolve } from "node:path";
+import type { KubeConfig } from "@kubernetes/client-node";
+import { parse as parseYaml } from "yaml";
+import type { KubeConfigSource } from "../../../cmd/agentk/config/index.ts";
+
+export interface LoadedKubeConfig {
+  kc: KubeConfig;
+  /**
+   * A bearer token file to re-read as it rotates (the service account's, or the user's
+   * `token-file`): client-node reads a kubeconfig's `token-file` once when loading, and its
+   * own token-file provider caches for a fixed minute.
+   */
+  tokenFile: string | undefined;
+}
+
+export async function loadKubeConfig(
+  source: Exclude<KubeConfigSource, { kind: "none" }>,
+): Promise<LoadedKubeConfig> {
+  // Loaded only when needed: the client is large, and agentk often runs without a cluster (dev, demo).
+  const { KubeConfig } = await import("@kubernetes/client-node");
+  const kc = new KubeConfig();
+  if (source.kind === "in-cluster") {
+    kc.loadFromOptions({
+      clusters: [{ name: "in-cluster", server: source.server, caFile: source.caFile, skipTLSVerify: false }],
+      users: [{ name: "service-account" }],
+      contexts: [{ name: "in-cluster", cluster: "in-cluster", user: "service-account" }],
+      currentContext: "in-cluster",
+    });
+    return { kc, tokenFile: source.tokenFile };
+  }
+  // KUBECONFIG with several files: merged in order, the first file's current context wins (kubectl's rule).
+  const [first, ...rest] = source.paths;
+  kc.loadFromFile(first!);
+  for (const path of rest) {
+    const more = new KubeConfig();
+    more.loadFromFile(path);
+    kc.mergeConfig(more, true);
+  }
+  return { kc, tokenFile: await userTokenFile(source.paths, kc.getCurrentUser()?.name) };
+}
+
+/**
+ * The `token-file` of the kubeconfig user `name` when it has no inline `token` (which wins, as
+ * in client-node), relative paths resolved against the kubeconfig's directory (kubectl's rule).
+ */
+async function userTokenFile(paths: string[], name: string | undefined): Promise<string | undefined> {
+  if (name === undefined) return undefined;
+  for (const path of paths) {
+    const doc = parseYaml(await readFile(path, "utf8")) as {
+      users?: { name?: string; user?: { token?: string; "token-file"?: string } }[];
+    } | null;
+    const user = doc?.users?.find((u) => u?.name === name)?.user;
+    if (!user) continue;
+    return user.token || !user["token-file"] ? undefined : resolve(dirname(path), user["token-file"]);
+  }
+  return undefined;
+}

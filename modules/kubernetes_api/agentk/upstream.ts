@@ -1,0 +1,97 @@
+// Where agentk's Kubernetes API proxy sends requests, with agentk's own credentials: the
+// configuration @kubernetes/client-node builds from a kubeconfig or the pod's service account.
+import { readFile } from "node:fs/promises";
+import type * as http from "node:http";
+import type * as https from "node:https";
+import type { KubeConfig } from "@kubernetes/client-node";
+import type { KubeConfigSource } from "../../../cmd/agentk/config/index.ts";
+import type { Upstream } from "../../../cmd/common/http/index.ts";
+import { type TlsSettings, UpstreamAgents } from "./agents.ts";
+import { loadKubeConfig } from "./kubeconfig.ts";
+import { Refreshing } from "./refreshing.ts";
+
+/** How often credentials and TLS files are re-read: client-go re-reads a token file every minute. */
+export const DEFAULT_REFRESH_MS = 60_000;
+
+export interface KubernetesUpstreamOptions {
+  /** Credentials (a rotated service-account token) and TLS files (a rotated CA) are re-read this often. Default 1 min. */
+  refreshMs?: number;
+  log?: { warn(obj: object, msg: string): void };
+}
+
+/** What requests are sent with until the next refresh. */
+interface Settings {
+  tls: TlsSettings;
+  /** Lowercase names: Authorization, and Impersonate-User for a kubeconfig user with `as`. */
+  headers: http.OutgoingHttpHeaders;
+}
+
+/** The API server and the credentials to use on it; undefined when agentk has no Kubernetes configuration. */
+export async function kubernetesUpstream(
+  source: KubeConfigSource,
+  options: KubernetesUpstreamOptions = {},
+): Promise<Upstream | undefined> {
+  if (source.kind === "none") return undefined;
+  const { kc, tokenFile } = await loadKubeConfig(source);
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) throw new Error("the Kubernetes configuration has no current cluster");
+  const url = new URL(cluster.server);
+  const agents = new UpstreamAgents(url, connectProxy(cluster.proxyUrl));
+  const settings = new Refreshing(
+    () => readSettings(kc, tokenFile),
+    options.refreshMs ?? DEFAULT_REFRESH_MS,
+    (err) =>
+      options.log?.warn(
+        { err, server: url.origin },
+        "cannot refresh the Kubernetes credentials; still using the previous ones",
+      ),
+  );
+  // Read once now: a configuration that cannot work fails agentk's start, not its first request.
+  await settings.get();
+
+  return {
+    url,
+    async prepare(incoming) {
+      const { tls, headers } = await settings.get();
+      // Whatever credentials came through the tunnel are kas's business; the API server sees
+      // agentk's own, plus the Impersonate-* headers kas set to say on whose behalf.
+      const { authorization: _dropped, ...rest } = incoming;
+      return { agent: agents.for(tls), headers: { ...rest, ...headers } };
+    },
+    close: () => agents.close(),
+  };
+}
+
+/**
+ * Everything client-node would apply to a request (CA, client certificate and key, each from
+ * its file or inline data; token, basic auth, exec plugins and auth providers, which cache
+ * their own credentials), then the token file's current content.
+ */
+async function readSettings(kc: KubeConfig, tokenFile: string | undefined): Promise<Settings> {
+  const opts: https.RequestOptions = {};
+  // Also makes (and here drops) an agent: the pool lives in UpstreamAgents, across refreshes.
+  await kc.applyToHTTPSOptions(opts);
+  const headers = lowercase({ ...(opts.headers as http.OutgoingHttpHeaders | undefined) });
+  if (opts.auth) headers.authorization = `Basic ${Buffer.from(opts.auth).toString("base64")}`;
+  if (tokenFile !== undefined) {
+    const token = (await readFile(tokenFile, "utf8")).trim();
+    if (token === "") throw new Error(`the token file ${tokenFile} is empty`);
+    headers.authorization = `Bearer ${token}`;
+  }
+  const { ca, cert, key, rejectUnauthorized, servername } = opts;
+  return { tls: { ca, cert, key, rejectUnauthorized, servername }, headers };
+}
+
+/** The cluster's `proxy-url`: an HTTP(S) proxy that speaks CONNECT. Never echoed: it may hold credentials. */
+function connectProxy(raw: string | undefined): URL | undefined {
+  if (!raw) return undefined;
+  const url = URL.canParse(raw) ? new URL(raw) : undefined;
+  if (url?.protocol === "http:" || url?.protocol === "https:") return url;
+  throw new Error(
+    "the cluster's proxy-url must be an http:// or https:// proxy (HTTP CONNECT); other kinds (socks) are not supported",
+  );
+}
+
+function lowercase(headers: http.OutgoingHttpHeaders): http.OutgoingHttpHeaders {
+  return Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v]));
+}

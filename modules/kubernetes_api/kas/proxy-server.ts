@@ -1,0 +1,136 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
+import type { ListenConfig } from "../../../cmd/common/config/values.ts";
+import {
+  type AgentHttpProxy,
+  describeProxyError,
+  type ErrorRenderer,
+  type ForwardOptions,
+  failure,
+  type GuardLog,
+  type HttpListener,
+  listenHttp,
+  type ProxyFailure,
+  rawAnswer,
+  sendBody,
+} from "../../../cmd/common/http/index.ts";
+import { kubeStatus } from "../../../cmd/common/kubernetes-status.ts";
+import type { RequestMetrics } from "../../../cmd/common/observability/index.ts";
+import { KUBERNETES_SERVICE } from "../service.ts";
+import { type AuthorizeProxyRequest, type ProxyAccess, ProxyAccessError } from "./access.ts";
+
+export interface KubernetesProxyOptions {
+  listen: ListenConfig;
+  /** Path prefix stripped before forwarding (agent.kubernetes_api.url_path_prefix). */
+  urlPathPrefix?: string;
+  authorize: AuthorizeProxyRequest;
+  proxy: AgentHttpProxy;
+  metrics?: RequestMetrics;
+  log?: GuardLog & { warn(obj: object, msg: string): void };
+}
+
+const ROUTE = "kubernetes_api";
+const UPGRADE_ROUTE = "kubernetes_api_upgrade";
+
+/**
+ * The Kubernetes API proxy (8154): an authorized request goes, over the agent's tunnel, to
+ * agentk's `kubernetes` service, which sends it to the API server with its own credentials.
+ * Both bodies stream (watch, `logs -f`); Upgrade requests (exec, attach, port-forward) are
+ * spliced. The caller's `Authorization` and any `Impersonate-*` it sent never reach the agent;
+ * kas sets impersonation itself. Failures are Kubernetes `Status` objects: 401 / 403 / 404 from
+ * authorization or the agent's refusal, 503 agent not connected (within `agent.dial_timeout`),
+ * 504 no answer in time, 502 otherwise.
+ */
+export async function serveKubernetesProxy(options: KubernetesProxyOptions): Promise<HttpListener> {
+  const { proxy, metrics, authorize } = options;
+  const prefix = (options.urlPathPrefix ?? "/").replace(/\/+$/, "");
+
+  const forwardOptions = (req: IncomingMessage, access: ProxyAccess): ForwardOptions | ProxyFailure => {
+    const raw = req.url ?? "/";
+    if (prefix !== "" && raw !== prefix && !raw.startsWith(`${prefix}/`) && !raw.startsWith(`${prefix}?`)) {
+      return failure(404, `the Kubernetes API is served under ${prefix}/`);
+    }
+    const rest = raw.slice(prefix.length);
+    const drop = new Set(["authorization", "cookie"]);
+    for (const name of Object.keys(req.headers)) if (name.startsWith("impersonate-")) drop.add(name);
+    return { path: rest.startsWith("/") ? rest : `/${rest}`, drop, add: { ...access.impersonate } };
+  };
+
+  const authorizeOrFail = async (
+    req: IncomingMessage,
+    signal: AbortSignal,
+  ): Promise<ProxyAccess | ProxyFailure> => {
+    try {
+      return await authorize(req, signal);
+    } catch (err) {
+      if (err instanceof ProxyAccessError) return failure(err.status, err.message);
+      throw err;
+    }
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const gone = new AbortController();
+    const onClose = () => gone.abort();
+    res.once("close", onClose);
+    const access = await authorizeOrFail(req, gone.signal).finally(() => res.off("close", onClose));
+    if ("status" in access) return sendStatus(res, access);
+    const o = forwardOptions(req, access);
+    if ("status" in o) return sendStatus(res, o);
+    try {
+      await proxy.forward({ agentId: access.agentId, service: KUBERNETES_SERVICE }, req, res, o);
+    } catch (err) {
+      // Cut after its headers went out: the guard logs it and counts it as aborted.
+      if (res.headersSent) throw err;
+      if (res.destroyed) return; // the client left before the agent answered
+      const f = describeProxyError(err, access.agentId);
+      if (f.status >= 500) options.log?.warn({ err, agentId: access.agentId }, "Kubernetes API proxy");
+      sendStatus(res, f);
+    }
+  };
+
+  const upgrade = async (req: IncomingMessage, socket: Duplex, head: Buffer): Promise<number> => {
+    const gone = new AbortController();
+    socket.once("close", () => gone.abort());
+    const refuse = (f: ProxyFailure) => {
+      rawAnswer(socket, f.status, renderStatus(f));
+      return f.status;
+    };
+    const access = await authorizeOrFail(req, gone.signal);
+    if ("status" in access) return refuse(access);
+    const o = forwardOptions(req, access);
+    if ("status" in o) return refuse(o);
+    try {
+      await proxy.upgrade({ agentId: access.agentId, service: KUBERNETES_SERVICE }, req, socket, head, o);
+      return 101;
+    } catch (err) {
+      return refuse(describeProxyError(err, access.agentId));
+    }
+  };
+
+  return listenHttp({
+    address: options.listen.address,
+    tls: options.listen,
+    front: "kubernetes_api",
+    ...(options.log && { log: options.log }),
+    ...(metrics && { metrics }),
+    routeOf: (_req, upgrade) => (upgrade ? UPGRADE_ROUTE : ROUTE),
+    renderError: renderStatus,
+    handler: handle,
+    onUpgrade: upgrade,
+  });
+}
+
+/** Failures as kubectl expects them: a Kubernetes `Status`. */
+const renderStatus: ErrorRenderer = (f) => ({
+  type: "application/json",
+  body: `${JSON.stringify(kubeStatus(f.status, f.message, f.reason))}\n`,
+});
+
+function sendStatus(res: ServerResponse, f: ProxyFailure): void {
+  sendBody(
+    res,
+    f.status,
+    renderStatus(f),
+    f.status === 401 ? { "www-authenticate": 'Bearer realm="kas"' } : {},
+  );
+}

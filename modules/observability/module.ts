@@ -1,0 +1,58 @@
+// Observability, the same in both daemons: Prometheus metrics and the liveness and readiness
+// probes on their own listener, up before every other module and down after them.
+import type { Registry } from "prom-client";
+import type { ListenAddress } from "../../cmd/common/config/values.ts";
+import {
+  type Logger,
+  type ObservabilityServer,
+  type ReadinessChecks,
+  serveObservability,
+} from "../../cmd/common/observability/index.ts";
+import { type ModuleFactory, Phase } from "../runtime/index.ts";
+
+export interface ObservabilityConfig {
+  listen: ListenAddress;
+  /** Defaults: /metrics, /liveness, /readiness (GitLab's names). */
+  paths?: { metrics?: string; liveness?: string; readiness?: string };
+}
+
+/** What the module needs of either daemon's dependencies. */
+export interface ObservabilityDeps {
+  log: Logger;
+  registry: Registry;
+  readiness: ReadinessChecks;
+}
+
+export function observabilityModule(config: ObservabilityConfig): ModuleFactory<ObservabilityDeps> {
+  return {
+    name: "observability",
+    phase: Phase.observability,
+    create({ log, registry, readiness }) {
+      let server: ObservabilityServer | undefined;
+      return {
+        name: "observability",
+        get urls() {
+          return server ? { observability: server.url } : {};
+        },
+        async start(signal) {
+          // Not ready from the moment the daemon starts stopping; the probes stay up until the end.
+          signal.addEventListener("abort", () =>
+            readiness.add("shutdown", () => {
+              throw new Error("shutting down");
+            }),
+          );
+          server = await serveObservability({
+            listen: config.listen,
+            registry,
+            readiness,
+            log,
+            ...(config.paths && { paths: config.paths }),
+          });
+        },
+        async close() {
+          await server?.close();
+        },
+      };
+    },
+  };
+}

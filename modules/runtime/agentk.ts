@@ -1,0 +1,38 @@
+// What agentk gives its modules: the shared dependencies an agentk module is built from.
+import type { Registry } from "prom-client";
+import type { Forwarder } from "../../cmd/common/http/index.ts";
+import type { Logger, ReadinessChecks, RequestMetrics } from "../../cmd/common/observability/index.ts";
+import type { TunnelClient } from "../../lib/tunnel/index.ts";
+import type { LatestValue } from "./latest.ts";
+import type { ModuleFactory } from "./module.ts";
+
+/**
+ * The services kas reaches over `KIND_HTTP` streams, by the name in the stream header (the
+ * Kubernetes API as `kubernetes`, allow-listed in-cluster services by their names).
+ */
+export interface HttpServices {
+  /** Serves `name` with `forwarder`; agentk closes it on shutdown. */
+  add(name: string, forwarder: Forwarder): void;
+  /** `name` is known but cannot be served here: its streams are refused as UNAVAILABLE with `reason`. */
+  unavailable(name: string, reason: string): void;
+}
+
+/** The agent's configuration as kas sends it (its schema grows with the modules that read it). */
+export type AgentConfiguration = Readonly<Record<string, unknown>>;
+
+/** What every agentk module is built from. */
+export interface AgentkModuleDeps {
+  log: Logger;
+  /** Where modules register their metrics. */
+  registry: Registry;
+  /** agentk_request_duration_seconds{route,status}, for modules that serve requests. */
+  requests: RequestMetrics;
+  readiness: ReadinessChecks;
+  /** The tunnel to kas (kept up, with backoff): streams toward kas open on its active tunnel. */
+  kas: TunnelClient;
+  httpServices: HttpServices;
+  /** The newest agent configuration from kas, as it changes. */
+  configuration: LatestValue<AgentConfiguration>;
+}
+
+export type AgentkModuleFactory = ModuleFactory<AgentkModuleDeps>;

@@ -1,0 +1,17 @@
+// The module seam: what a module is, how the daemons run them, and what each daemon gives them.
+export type { AgentConfiguration, AgentkModuleDeps, AgentkModuleFactory, HttpServices } from "./agentk.ts";
+export type {
+  AgentIdentity,
+  AgentInfo,
+  AgentSession,
+  AgentTunnelEvents,
+  ApiRoute,
+  ApiRoutes,
+  GitalyInfo,
+  GitalyRepository,
+  KasModuleDeps,
+  KasModuleFactory,
+} from "./kas.ts";
+export { LatestValue } from "./latest.ts";
+export { type Module, type ModuleFactory, Phase } from "./module.ts";
+export { ModuleCloseError, ModuleRunner } from "./runner.ts";

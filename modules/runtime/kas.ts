@@ -1,0 +1,96 @@
+// What kas gives its modules: the shared dependencies a kas module is built from, and the types of
+// what crosses the seam (who an agent is, routes on GitLab's API front).
+
+import type { EventEmitter } from "node:events";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
+import type { Registry } from "prom-client";
+import type { AgentToken } from "../../cmd/common/agent-token.ts";
+import type { AgentHttpProxy } from "../../cmd/common/http/index.ts";
+import type { Logger, ReadinessChecks, RequestMetrics } from "../../cmd/common/observability/index.ts";
+import type { Router } from "../../lib/router/index.ts";
+import type { StreamDispatcher, TunnelSession } from "../../lib/tunnel/index.ts";
+import type { ModuleFactory } from "./module.ts";
+
+/** Where the agent's project lives in Gitaly, as GitLab's `agent_info` reports it. */
+export interface GitalyInfo {
+  address: string;
+  /** A secret: never log it. */
+  token?: string;
+  features: Record<string, string>;
+}
+
+export interface GitalyRepository {
+  storageName: string;
+  relativePath: string;
+  glRepository: string;
+  glProjectPath: string;
+  gitObjectDirectory?: string;
+  gitAlternateObjectDirectories?: string[];
+}
+
+/** Who an agent token belongs to. Ids are decimal strings (GitLab's are 64-bit). */
+export interface AgentInfo {
+  agentId: string;
+  projectId: string;
+  agentName: string;
+  defaultBranch?: string;
+  gitalyInfo?: GitalyInfo;
+  gitalyRepository?: GitalyRepository;
+}
+
+/** What kas knows about the agent at the other end of a tunnel (`session.identity`). */
+export interface AgentIdentity extends AgentInfo {
+  /** The token the agent presented; logs and JSON show "[REDACTED]". */
+  token: AgentToken;
+}
+
+/** A tunnel from an authenticated agent. */
+export type AgentSession = TunnelSession<AgentIdentity>;
+
+export interface AgentTunnelEvents {
+  /** A tunnel was authenticated and is served; it leaves with its own 'close' event. */
+  tunnel: [session: AgentSession];
+}
+
+/**
+ * A route on GitLab's API front (8153). The front has checked GitLab's JWT before any route runs;
+ * failures (an `HttpError` for the caller's mistakes) are answered by the front's guard.
+ */
+export interface ApiRoute {
+  /** Template for logs and metrics, never a raw path, e.g. "/api/v1/agents/{agent_id}/services/{name}/*". */
+  readonly route: string;
+  /** Whether this route serves `pathname` (still percent-encoded). */
+  matches(pathname: string): boolean;
+  handle(req: IncomingMessage, res: ServerResponse): Promise<void>;
+  /** Upgrade requests; resolves with the status answered. Without it, Upgrade requests get 404. */
+  upgrade?(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<number>;
+}
+
+export interface ApiRoutes {
+  add(route: ApiRoute): void;
+  /** Request headers (lowercase) that carry GitLab's credentials for kas: never pass them on. */
+  readonly credentialHeaders: ReadonlySet<string>;
+}
+
+/** What every kas module is built from. */
+export interface KasModuleDeps {
+  log: Logger;
+  /** Where modules register their metrics. */
+  registry: Registry;
+  /** kas_request_duration_seconds{route,status}, for modules that serve requests. */
+  requests: RequestMetrics;
+  readiness: ReadinessChecks;
+  /** Streams to any agent, wherever its tunnel is. */
+  router: Router;
+  /** HTTP to an agent's services over the router. */
+  agentHttp: AgentHttpProxy;
+  /** Stream kinds agents open toward kas: modules register theirs. */
+  agentStreams: StreamDispatcher<AgentSession>;
+  /** Every agent tunnel this replica serves. */
+  agentTunnels: EventEmitter<AgentTunnelEvents>;
+  /** GitLab's API front; routes added while the modules are built are served once it starts. */
+  api: ApiRoutes;
+}
+
+export type KasModuleFactory = ModuleFactory<KasModuleDeps>;

@@ -1,0 +1,75 @@
+import type { IncomingMessage } from "node:http";
+import {
+  type AgentHttpProxy,
+  type AgentTarget,
+  decodePathSegment,
+  describeProxyError,
+  HttpError,
+  jsonError,
+  type RequestTarget,
+  rawAnswer,
+  requestTarget,
+  SERVICE_NAME,
+  sendJson,
+} from "../../../cmd/common/http/index.ts";
+import type { ApiRoute } from "../../runtime/index.ts";
+
+export const SERVICE_ROUTE = "/api/v1/agents/{agent_id}/services/{name}/*";
+const SERVICE_PATH = /^\/api\/v1\/agents\/([^/]+)\/services\/([^/]+)(\/.*)?$/;
+
+/**
+ * `ANY /api/v1/agents/{agentId}/services/{name}/{path}` on GitLab's API -> proxied, streaming, to
+ * the agent's allow-listed in-cluster service `name` at `/{path}` (how GitLab queries Prometheus);
+ * Upgrade requests included. Errors: 400 bad agent id or malformed percent-encoding, 404 not
+ * allow-listed (the agent's reason), 503 agent not connected within `agent.dial_timeout`, 504 no
+ * answer, 502 otherwise; body `{"error": "..."}`.
+ */
+export function servicesRoute(
+  proxy: AgentHttpProxy,
+  /** Headers for kas only (GitLab's credentials): they never reach the agent's services. */
+  drop: ReadonlySet<string>,
+  log?: { warn(obj: object, msg: string): void },
+): ApiRoute {
+  return {
+    route: SERVICE_ROUTE,
+    matches: (pathname) => SERVICE_PATH.test(pathname),
+    async handle(req, res) {
+      const target = serviceTarget(req, requestTarget(req));
+      try {
+        await proxy.forward(target, req, res, { path: target.path, drop });
+      } catch (err) {
+        // Cut after its headers went out: the guard logs it and counts it as aborted.
+        if (res.headersSent) throw err;
+        const f = describeProxyError(err, target.agentId);
+        if (f.status >= 500)
+          log?.warn({ err, agentId: target.agentId, service: target.service }, "API proxy");
+        sendJson(res, f.status, { error: f.message });
+      }
+    },
+    async upgrade(req, socket, head) {
+      const target = serviceTarget(req, requestTarget(req));
+      try {
+        await proxy.upgrade(target, req, socket, head, { path: target.path, drop });
+        return 101;
+      } catch (err) {
+        const f = describeProxyError(err, target.agentId);
+        rawAnswer(socket, f.status, jsonError(f));
+        return f.status;
+      }
+    },
+  };
+}
+
+/** Which agent's service a proxied request is for; a bad id or name is an HttpError. */
+function serviceTarget(
+  req: IncomingMessage,
+  { pathname, search }: RequestTarget,
+): AgentTarget & { path: string } {
+  const m = SERVICE_PATH.exec(pathname);
+  if (!m) throw new HttpError(404, `no such endpoint: ${req.method} ${pathname}`);
+  const agentId = decodePathSegment(m[1]!, "agent id");
+  const service = decodePathSegment(m[2]!, "service name");
+  if (!/^[1-9]\d*$/.test(agentId)) throw new HttpError(400, "agent id must be a positive integer");
+  if (!SERVICE_NAME.test(service)) throw new HttpError(404, `service "${service}" is not allow-listed`);
+  return { agentId, service, path: `${m[3] ?? "/"}${search}` };
+}

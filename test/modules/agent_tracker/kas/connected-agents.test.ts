@@ -1,0 +1,125 @@
+// The per-replica agent summaries and their merge; summaries come back from a shared Redis, so
+// the parser is property-tested against arbitrary input.
+import fc from "fast-check";
+import { describe, expect, test } from "vitest";
+import {
+  type ConnectedAgent,
+  mergeSummaries,
+  parseSummary,
+  summarize,
+} from "../../../../modules/agent_tracker/kas/connected-agents.ts";
+
+const tunnel = (agentId: string, projectId: string, connectedAt: string) => ({
+  identity: { agentId, projectId, agentName: `agent-${agentId}` },
+  stats: { connectedAt: new Date(connectedAt) },
+});
+
+const summaryArb: fc.Arbitrary<ConnectedAgent> = fc.record({
+  agentId: fc.bigInt({ min: 1n, max: 2n ** 63n - 1n }).map(String),
+  projectId: fc.integer({ min: 1, max: 1_000_000 }).map(String),
+  agentName: fc.string(),
+  tunnels: fc.integer({ min: 1, max: 1000 }),
+  connectedSince: fc
+    .integer({ min: Date.UTC(2020, 0, 1), max: Date.UTC(2030, 0, 1) })
+    .map((ms) => new Date(ms).toISOString()),
+});
+
+describe("summaries of one replica's tunnels", () => {
+  test("one agent's tunnels: counted, with the earliest connection", () => {
+    expect(
+      summarize([tunnel("42", "7", "2026-11-22T10:00:00Z"), tunnel("42", "7", "2026-11-22T09:00:00Z")]),
+    ).toEqual({
+      agentId: "42",
+      projectId: "7",
+      agentName: "agent-42",
+      tunnels: 2,
+      connectedSince: "2026-11-22T09:00:00.000Z",
+    });
+    expect(summarize([])).toBeUndefined();
+  });
+
+  test("a summary survives the trip through Redis unchanged", () => {
+    fc.assert(
+      fc.property(summaryArb, (s) => {
+        expect(parseSummary(JSON.stringify(s))).toEqual(s);
+      }),
+    );
+  });
+
+  test("anything else read back is dropped, never thrown", () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.string(),
+          fc.json(),
+          fc.jsonValue().map((v) => JSON.stringify(v)),
+        ),
+        (text) => {
+          const parsed = parseSummary(text);
+          if (parsed !== undefined) expect(parsed.tunnels).toBeGreaterThanOrEqual(1);
+        },
+      ),
+    );
+    const good = {
+      agentId: "42",
+      projectId: "7",
+      agentName: "prod",
+      tunnels: 1,
+      connectedSince: "2026-11-22T09:00:00Z",
+    };
+    for (const bad of [
+      { ...good, agentId: 42 },
+      { ...good, agentId: "042" },
+      { ...good, projectId: "" },
+      { ...good, tunnels: 0 },
+      { ...good, tunnels: 1.5 },
+      { ...good, connectedSince: "yesterday" },
+      { ...good, agentName: null },
+    ]) {
+      expect(parseSummary(JSON.stringify(bad))).toBeUndefined();
+    }
+    expect(parseSummary("null")).toBeUndefined();
+    expect(parseSummary("{")).toBeUndefined();
+  });
+});
+
+describe("merging the replicas' summaries", () => {
+  test("one entry per agent: tunnels added up, the earliest connection kept, sorted by id; filters apply", () => {
+    const at = (agentId: string, projectId: string, tunnels: number, connectedSince: string) => ({
+      agentId,
+      projectId,
+      agentName: `agent-${agentId}`,
+      tunnels,
+      connectedSince,
+    });
+    const merged = mergeSummaries([
+      at("9007199254740993", "8", 1, "2026-11-22T08:00:00.000Z"), // above 2^53: ordered as an integer
+      at("42", "7", 2, "2026-11-22T10:00:00.000Z"),
+      at("9007199254740992", "8", 1, "2026-11-22T08:00:00.000Z"),
+      at("42", "7", 1, "2026-11-22T09:00:00.000Z"),
+    ]);
+    expect(merged.map((a) => [a.agentId, a.tunnels, a.connectedSince])).toEqual([
+      ["42", 3, "2026-11-22T09:00:00.000Z"],
+      ["9007199254740992", 1, "2026-11-22T08:00:00.000Z"],
+      ["9007199254740993", 1, "2026-11-22T08:00:00.000Z"],
+    ]);
+    expect(mergeSummaries(merged, { projectId: "7" }).map((a) => a.agentId)).toEqual(["42"]);
+    expect(mergeSummaries(merged, { agentId: "9007199254740993" })).toHaveLength(1);
+  });
+
+  test("merging is order-independent and conserves the tunnel count", () => {
+    // An agent id stands for one agent: every replica reports the same project and name for it.
+    const consistent = summaryArb.map((s) => {
+      const n = Number(BigInt(s.agentId) % 5n) + 1;
+      return { ...s, agentId: String(n), projectId: String((n % 3) + 1), agentName: `agent-${n}` };
+    });
+    fc.assert(
+      fc.property(fc.array(consistent, { maxLength: 20 }), (list) => {
+        const forward = mergeSummaries(list);
+        expect(mergeSummaries([...list].reverse())).toEqual(forward);
+        const total = (l: ConnectedAgent[]) => l.reduce((n, a) => n + a.tunnels, 0);
+        expect(total(forward)).toBe(total(list));
+      }),
+    );
+  });
+});
