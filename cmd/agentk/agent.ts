@@ -1,7 +1,12 @@
 // agentk, composed: the tunnel to kas, the services kas reaches over it, and the list of modules
 // built from them. A new capability is a folder under modules/ whose agentk half joins
 // `agentkModules`.
-import { HandshakeError, TunnelClient, type TunnelSession } from "../../lib/tunnel/index.ts";
+import {
+  HandshakeError,
+  TunnelClient,
+  type TunnelClientOptions,
+  type TunnelSession,
+} from "../../lib/tunnel/index.ts";
 import { kubernetesApiAgentModule } from "../../modules/kubernetes_api/agentk/module.ts";
 import { observabilityModule } from "../../modules/observability/module.ts";
 import {
@@ -25,6 +30,8 @@ export interface AgentDeps {
   log: Logger;
   metrics: AgentkMetrics;
   readiness: ReadinessChecks;
+  /** For tests: faster reconnects, yamux settings. */
+  tuning?: Pick<TunnelClientOptions, "backoff" | "stableAfterMs" | "tunnel">;
 }
 
 export interface Agent {
@@ -63,7 +70,9 @@ export function createAgent(config: AgentkConfig, deps: AgentDeps): Agent {
       ...(config.kasTlsServerName !== undefined && { serverName: config.kasTlsServerName }),
       ...(config.kasInsecureSkipTlsVerify && { insecureSkipTlsVerify: true }),
     },
-    tunnel: { keepAliveIntervalMs: config.keepAliveIntervalMs },
+    tunnel: { keepAliveIntervalMs: config.keepAliveIntervalMs, ...deps.tuning?.tunnel },
+    ...(deps.tuning?.backoff && { backoff: deps.tuning.backoff }),
+    ...(deps.tuning?.stableAfterMs !== undefined && { stableAfterMs: deps.tuning.stableAfterMs }),
     // Never rejects: refusals and handler failures go to the log and metrics.
     onStream: (stream, session) => void httpServices.dispatcher.handle(stream, session),
   });

@@ -2,11 +2,11 @@ import { createServer } from "node:http";
 import type { Socket } from "node:net";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { type InProcessAgentk, startInProcessAgentk } from "../support/agentk-in-process.ts";
 import { rawExchange } from "../support/raw-http.ts";
 import { RedisServer } from "../support/redis-server.ts";
 import { AGENT_ID, gitlabJwt, TOKEN } from "./support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "./support/in-process.ts";
-import { startStandInAgent } from "./support/stand-in-agent.ts";
 
 // Issue 10, item 3: whatever a client sends to any of kas's HTTP fronts, kas answers with a
 // well-formed status and stays up. Requests are written raw: malformed percent-encodings, junk
@@ -124,10 +124,10 @@ function render(r: FuzzRequest): Buffer {
   return Buffer.concat([Buffer.from(`${lines.join("\r\n")}\r\n\r\n`, "latin1"), body]);
 }
 
-describe("kas's HTTP fronts under random requests (in-process kas with Redis, stand-in agent)", () => {
+describe("kas's HTTP fronts under random requests (in-process kas with Redis, in-process agentk)", () => {
   let redis: RedisServer;
   let kas: InProcessKas;
-  let agent: ReturnType<typeof startStandInAgent>;
+  let agent: InProcessAgentk;
   let jwt: string;
 
   beforeAll(async () => {
@@ -147,12 +147,13 @@ describe("kas's HTTP fronts under random requests (in-process kas with Redis, st
     service.on("upgrade", (_req, socket: Socket) => {
       socket.end("HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: websocket\r\n\r\n");
     });
-    agent = startStandInAgent({
-      url: kas.addresses.agent,
+    agent = await startInProcessAgentk({
+      kasUrl: kas.addresses.agent,
       token: TOKEN,
-      services: { prometheus: service, kubernetes: service },
+      services: { prometheus: service },
+      kubernetes: service,
     });
-    await agent.client.ready(5000);
+    await agent.agent.client.ready(5000);
   });
   afterAll(async () => {
     await agent?.stop();

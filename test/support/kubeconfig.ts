@@ -6,6 +6,8 @@ export interface KubeconfigInit {
   /** PEM of the CA that signed the server's certificate. */
   caCert?: string;
   token?: string;
+  /** client-node refuses a plain-HTTP server unless this is set. */
+  insecureSkipTlsVerify?: boolean;
   namespace?: string;
   /** Context, cluster and user name. Default "test". */
   name?: string;
@@ -23,6 +25,7 @@ export function kubeconfigYaml(init: KubeconfigInit): string {
         cluster: {
           server: init.server,
           ...(init.caCert && { "certificate-authority-data": Buffer.from(init.caCert).toString("base64") }),
+          ...(init.insecureSkipTlsVerify && { "insecure-skip-tls-verify": true }),
         },
       },
     ],

@@ -2,17 +2,17 @@ import { once } from "node:events";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type InProcessAgentk, startInProcessAgentk } from "../../support/agentk-in-process.ts";
 import { rawExchange } from "../../support/raw-http.ts";
 import { AGENT_ID, gitlabJwt, OTHER_TOKEN, TOKEN } from "../support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "../support/in-process.ts";
-import { startStandInAgent } from "../support/stand-in-agent.ts";
 
 type ApiError = { error: string };
 type AgentList = { agents: Array<{ agentId: string }> };
 
 describe("API for GitLab (in-process kas, stand-in agents)", () => {
   let kas: InProcessKas;
-  let agents: ReturnType<typeof startStandInAgent>[];
+  let agents: InProcessAgentk[];
   let jwt: string;
   const api = (path: string, init: RequestInit = {}, token: string | null = jwt) =>
     fetch(`${kas.addresses.api}${path}`, {
@@ -53,10 +53,10 @@ describe("API for GitLab (in-process kas, stand-in agents)", () => {
       socket.pipe(socket);
     });
     agents = [
-      startStandInAgent({ url: kas.addresses.agent, token: TOKEN, services: { prometheus } }),
-      startStandInAgent({ url: kas.addresses.agent, token: OTHER_TOKEN, services: {} }),
+      await startInProcessAgentk({ kasUrl: kas.addresses.agent, token: TOKEN, services: { prometheus } }),
+      await startInProcessAgentk({ kasUrl: kas.addresses.agent, token: OTHER_TOKEN, services: {} }),
     ];
-    await Promise.all(agents.map((a) => a.client.ready(5000)));
+    await Promise.all(agents.map((a) => a.agent.client.ready(5000)));
   });
   afterAll(async () => {
     await Promise.all(agents.map((a) => a.stop()));

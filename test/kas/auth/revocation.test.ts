@@ -7,9 +7,9 @@ import type { AgentSession } from "../../../cmd/kas/agents/index.ts";
 import { readKasSecrets } from "../../../cmd/kas/config/index.ts";
 import { createKasServer, type KasServer } from "../../../cmd/kas/server.ts";
 import type { TunnelSession } from "../../../lib/tunnel/index.ts";
+import { startInProcessAgentk } from "../../support/agentk-in-process.ts";
 import { until } from "../../support/until.ts";
 import { inProcessConfig } from "../support/fixtures.ts";
-import { startStandInAgent } from "../support/stand-in-agent.ts";
 import { memoryLogger, startGitLab } from "./helpers.ts";
 
 // kas re-checks the tokens of connected agents against GitLab when their cached authentication
@@ -56,9 +56,9 @@ async function setup() {
     () => api.close(), // first: a request GitLab holds would keep kas's stop waiting
   );
   const connect = async (id: keyof typeof TOKENS) => {
-    const agent = startStandInAgent({ url: addresses.agent, token: TOKENS[id], services: {} });
+    const agent = await startInProcessAgentk({ kasUrl: addresses.agent, token: TOKENS[id], services: {} });
     cleanups.push(() => agent.stop());
-    const tunnel = await agent.client.ready(5000);
+    const tunnel = await agent.agent.client.ready(5000);
     return { agent, tunnel };
   };
   return { api, kas, connect, log: text };
@@ -130,7 +130,7 @@ describe("kas re-checks connected agents' tokens", () => {
     expect(api.requests.map((r) => r.status)).toEqual([200, 500, 500, 500, 500, 200]);
     expect(goaway).toBe(false);
     expect(tunnel.closed).toBe(false);
-    expect(agent.client.active).toBe(tunnel);
+    expect(agent.agent.client.active).toBe(tunnel);
     expect(kasSessions(kas, "42").map((s) => s.closed)).toEqual([false]);
     expect(await kas.tracker!.connectedAgents()).toMatchObject([{ agentId: "42", tunnels: 1 }]);
     expect(log()).toContain('"msg":"agent token: re-check failed; its tunnels stay');

@@ -2,15 +2,15 @@ import { once } from "node:events";
 import { createServer, type ServerResponse } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Kind, openWithHeader } from "../../../lib/tunnel/index.ts";
+import { type InProcessAgentk, startInProcessAgentk } from "../../support/agentk-in-process.ts";
 import { memoryLogger } from "../auth/helpers.ts";
 import { AGENT_ID, gitlabJwt, TOKEN, until } from "../support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "../support/in-process.ts";
-import { startStandInAgent } from "../support/stand-in-agent.ts";
 
 // Issue 10, item 5: failures after a response or a stream got going were swallowed and counted as success.
 describe("failures midway are logged and counted (in-process kas, stand-in agent)", () => {
   let kas: InProcessKas;
-  let agent: ReturnType<typeof startStandInAgent>;
+  let agent: InProcessAgentk;
   let logs: ReturnType<typeof memoryLogger>;
   const held: ServerResponse[] = [];
   const SERVICE_ROUTE = "/api/v1/agents/{agent_id}/services/{name}/*";
@@ -24,8 +24,12 @@ describe("failures midway are logged and counted (in-process kas, stand-in agent
       res.write("first\n");
       held.push(res);
     });
-    agent = startStandInAgent({ url: kas.addresses.agent, token: TOKEN, services: { prometheus } });
-    await agent.client.ready(5000);
+    agent = await startInProcessAgentk({
+      kasUrl: kas.addresses.agent,
+      token: TOKEN,
+      services: { prometheus },
+    });
+    await agent.agent.client.ready(5000);
   });
   afterAll(async () => {
     for (const res of held) res.destroy();
@@ -90,7 +94,7 @@ describe("failures midway are logged and counted (in-process kas, stand-in agent
       await once(stream, "data");
       throw new Error("module bug");
     });
-    const session = agent.client.active!;
+    const session = agent.agent.client.active!;
     const stream = await openWithHeader(() => session.open(), { kind: Kind.KIND_GRPC });
     stream.on("error", () => {});
     stream.write("hello");

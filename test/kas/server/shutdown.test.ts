@@ -1,9 +1,9 @@
 import { once } from "node:events";
 import { createServer, type ServerResponse } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
+import { type InProcessAgentk, startInProcessAgentk } from "../../support/agentk-in-process.ts";
 import { TOKEN } from "../support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "../support/in-process.ts";
-import { startStandInAgent } from "../support/stand-in-agent.ts";
 
 // Graceful stop, in-process: what SIGTERM runs in the kas process.
 describe("kas stop", () => {
@@ -14,12 +14,12 @@ describe("kas stop", () => {
     watches.push(res);
   });
   let kas: InProcessKas;
-  let agent: ReturnType<typeof startStandInAgent>;
+  let agent: InProcessAgentk;
 
   const start = async () => {
     kas = await startInProcessKas();
-    agent = startStandInAgent({ url: kas.addresses.agent, token: TOKEN, services: { kubernetes: cluster } });
-    await agent.client.ready(5000);
+    agent = await startInProcessAgentk({ kasUrl: kas.addresses.agent, token: TOKEN, kubernetes: cluster });
+    await agent.agent.client.ready(5000);
   };
   const watch = async () => {
     const res = await fetch(`${kas.addresses.kubernetesApi}/api/v1/pods?watch=true`, {
@@ -43,7 +43,7 @@ describe("kas stop", () => {
   it("not ready, no new connections, GoAway to the agent; a request in flight completes; then it stops", async () => {
     await start();
     const reader = await watch();
-    const tunnel = agent.client.active!;
+    const tunnel = agent.agent.client.active!;
     const goaway = once(tunnel, "goaway");
     const stopped = kas.kas.stop({ graceMs: 10_000 });
     await goaway;

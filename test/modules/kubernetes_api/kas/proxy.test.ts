@@ -5,20 +5,19 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AgentHttpProxy } from "../../../../cmd/common/http/index.ts";
 import { kubeStatus } from "../../../../cmd/common/kubernetes-status.ts";
 import { Router } from "../../../../lib/router/index.ts";
-import { RejectCode, StreamRejectedError } from "../../../../lib/tunnel/index.ts";
 import { serveKubernetesProxy } from "../../../../modules/kubernetes_api/kas/proxy-server.ts";
 import { OTHER_TOKEN, THIRD_TOKEN, TOKEN } from "../../../kas/support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "../../../kas/support/in-process.ts";
-import { startStandInAgent } from "../../../kas/support/stand-in-agent.ts";
+import { type InProcessAgentk, startInProcessAgentk } from "../../../support/agentk-in-process.ts";
 import { rawExchange } from "../../../support/raw-http.ts";
 
-describe("Kubernetes API proxy (in-process kas, stand-in agents)", () => {
+describe("Kubernetes API proxy (kas and agentk in-process)", () => {
   let kas: InProcessKas;
-  let agents: ReturnType<typeof startStandInAgent>[];
+  let agents: InProcessAgentk[];
   let seen: IncomingHttpHeaders | undefined;
   let seenUrl: string | undefined;
   const watches: ServerResponse[] = [];
-  // What agentk's Kubernetes module would reach: a tiny API server.
+  // What agentk's Kubernetes module reaches: a tiny API server.
   const apiServer = createServer((req, res) => {
     seen = req.headers;
     seenUrl = req.url;
@@ -49,22 +48,12 @@ describe("Kubernetes API proxy (in-process kas, stand-in agents)", () => {
     kas = await startInProcessKas((c) => {
       c.agent.kubernetesApi.urlPathPrefix = "/k8s-proxy";
     });
-    agents = [
-      startStandInAgent({ url: kas.addresses.agent, token: TOKEN, services: { kubernetes: apiServer } }),
-      startStandInAgent({
-        url: kas.addresses.agent,
-        token: THIRD_TOKEN,
-        services: {},
-        refuse: (service) =>
-          service === "kubernetes"
-            ? new StreamRejectedError(
-                RejectCode.REJECT_CODE_PERMISSION_DENIED,
-                "the Kubernetes API is not shared",
-              )
-            : undefined,
-      }),
-    ];
-    await Promise.all(agents.map((a) => a.client.ready(5000)));
+    agents = await Promise.all([
+      startInProcessAgentk({ kasUrl: kas.addresses.agent, token: TOKEN, kubernetes: apiServer }),
+      // An agent without a Kubernetes configuration: it refuses `kubernetes` streams.
+      startInProcessAgentk({ kasUrl: kas.addresses.agent, token: THIRD_TOKEN }),
+    ]);
+    await Promise.all(agents.map((a) => a.agent.client.ready(5000)));
   });
   afterAll(async () => {
     await Promise.all(agents.map((a) => a.stop()));
@@ -159,13 +148,13 @@ describe("Kubernetes API proxy (in-process kas, stand-in agents)", () => {
     expect(JSON.parse(got.slice(got.indexOf("\r\n\r\n") + 4))).toMatchObject({ kind: "Status", code: 401 });
   });
 
-  it("the agent refuses: 403 Status with its reason", async () => {
+  it("the agent refuses (it has no Kubernetes configuration): 503 Status with its reason", async () => {
     const res = await proxy("/k8s-proxy/api/v1/namespaces", bearer(THIRD_TOKEN));
-    expect(res.status).toBe(403);
+    expect(res.status).toBe(503);
     expect(await status(res)).toMatchObject({
-      reason: "Forbidden",
-      code: 403,
-      message: "the Kubernetes API is not shared",
+      reason: "ServiceUnavailable",
+      code: 503,
+      message: expect.stringContaining("no Kubernetes configuration"),
     });
   });
 

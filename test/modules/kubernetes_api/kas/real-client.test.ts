@@ -5,25 +5,25 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TOKEN } from "../../../kas/support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "../../../kas/support/in-process.ts";
 import { kubeForwarder } from "../../../kas/support/kube-forwarder.ts";
-import { startStandInAgent } from "../../../kas/support/stand-in-agent.ts";
+import { type InProcessAgentk, startInProcessAgentk } from "../../../support/agentk-in-process.ts";
 import { type KubeApiServer, startKubeApiServer } from "../../../support/kube-apiserver.ts";
 
 // @kubernetes/client-node -> kas's proxy -> tunnel -> stand-in agent -> the Kubernetes test server.
 describe("Kubernetes API proxy driven through the real client", () => {
   let kube: KubeApiServer;
   let kas: InProcessKas;
-  let agent: ReturnType<typeof startStandInAgent>;
+  let agent: InProcessAgentk;
   let kc: KubeConfig;
 
   beforeAll(async () => {
     kube = await startKubeApiServer();
     kas = await startInProcessKas();
-    agent = startStandInAgent({
-      url: kas.addresses.agent,
+    agent = await startInProcessAgentk({
+      kasUrl: kas.addresses.agent,
       token: TOKEN,
       services: { kubernetes: kubeForwarder(kube) },
     });
-    await agent.client.ready(5000);
+    await agent.agent.client.ready(5000);
     kc = new KubeConfig();
     kc.loadFromOptions({
       // client-node refuses a plain-http server unless told to skip TLS verification.
