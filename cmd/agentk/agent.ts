@@ -2,11 +2,15 @@
 // built from them. A new capability is a folder under modules/ whose agentk half joins
 // `agentkModules`.
 import {
+  createTunnelChannel,
   HandshakeError,
+  Kind,
+  openWithHeader,
   TunnelClient,
   type TunnelClientOptions,
   type TunnelSession,
 } from "../../lib/tunnel/index.ts";
+import { agentTrackerAgentModule } from "../../modules/agent_tracker/agentk/module.ts";
 import { kubernetesApiAgentModule } from "../../modules/kubernetes_api/agentk/module.ts";
 import { observabilityModule } from "../../modules/observability/module.ts";
 import {
@@ -49,6 +53,7 @@ function agentkModules(config: AgentkConfig, kasConnection: AgentkModuleFactory)
   return [
     observabilityModule({ listen: config.observability.listen }),
     kasConnection,
+    agentTrackerAgentModule({ pod: config.pod }),
     kubernetesApiAgentModule(config.kubernetes),
     serviceProxyAgentModule(config.services),
   ];
@@ -76,6 +81,12 @@ export function createAgent(config: AgentkConfig, deps: AgentDeps): Agent {
     // Never rejects: refusals and handler failures go to the log and metrics.
     onStream: (stream, session) => void httpServices.dispatcher.handle(stream, session),
   });
+  // gRPC to kas: one HTTP/2 connection over a `grpc` stream on the active tunnel, reopened on
+  // the next call when that stream ends.
+  const kasRpc = createTunnelChannel(
+    (signal) => openWithHeader((s) => client.open(undefined, s), { kind: Kind.KIND_GRPC }, { signal }),
+    { label: "kas" },
+  );
   const runner = new ModuleRunner<AgentkModuleDeps>(agentkModules(config, kasConnectionModule(config, deps)));
   const moduleDeps: AgentkModuleDeps = {
     log,
@@ -84,6 +95,7 @@ export function createAgent(config: AgentkConfig, deps: AgentDeps): Agent {
     readiness,
     kas: client,
     httpServices,
+    kasRpc,
     configuration: new LatestValue<AgentConfiguration>(),
   };
   return {
@@ -113,6 +125,7 @@ export function createAgent(config: AgentkConfig, deps: AgentDeps): Agent {
         },
         async close(graceMs) {
           // Both at once: idle HTTP streams close at once, which lets the tunnels finish draining.
+          kasRpc.close();
           await Promise.all([client.stop(graceMs), httpServices.close(graceMs)]);
         },
       }),

@@ -1,9 +1,10 @@
 // kas's own modules: what every capability leans on and is not a capability itself. The agent
 // listener (8150) and GitLab's API front (8153) run under the same runner as the capabilities.
-import type { Authenticate } from "../../lib/tunnel/index.ts";
+import { type Authenticate, Kind } from "../../lib/tunnel/index.ts";
 import type { AgentIdentity, KasModuleFactory } from "../../modules/runtime/index.ts";
 import { Phase } from "../../modules/runtime/index.ts";
 import type { HttpListener } from "../common/http/index.ts";
+import type { AgentRpcServer } from "./agent-rpc.ts";
 import { type AgentListener, type AgentListenerOptions, serveAgents } from "./agents/index.ts";
 import { type ApiRouteTable, serveApi } from "./api/index.ts";
 import type { TokenRecheck } from "./auth/index.ts";
@@ -94,6 +95,21 @@ export function apiFrontModule(
         },
         close: async (graceMs) => listener?.close(graceMs),
       };
+    },
+  };
+}
+
+/**
+ * The gRPC server agents call: the `grpc` streams agents open are served by one grpc-js server,
+ * each call tagged with the tunnel it came over. Modules add their services to `agentRpc.server`.
+ */
+export function agentRpcModule(rpc: AgentRpcServer): KasModuleFactory {
+  return {
+    name: "agent_rpc",
+    phase: Phase.core,
+    create({ agentStreams }) {
+      agentStreams.register(Kind.KIND_GRPC, (stream, _header, session) => rpc.inject(stream, session));
+      return { name: "agent_rpc", close: (graceMs) => rpc.close(graceMs) };
     },
   };
 }

@@ -18,6 +18,7 @@ import type {
 import { ModuleRunner } from "../../modules/runtime/index.ts";
 import { serviceProxyModule } from "../../modules/service_proxy/kas/module.ts";
 import { AgentHttpProxy } from "../common/http/index.ts";
+import { createAgentRpcServer } from "./agent-rpc.ts";
 import type { AgentListener } from "./agents/index.ts";
 import { ApiRouteTable } from "./api/index.ts";
 import {
@@ -28,7 +29,7 @@ import {
   TokenRecheck,
 } from "./auth/index.ts";
 import type { KasConfig, KasSecrets } from "./config/index.ts";
-import { agentListenerModule, apiFrontModule } from "./core-modules.ts";
+import { agentListenerModule, agentRpcModule, apiFrontModule } from "./core-modules.ts";
 import { createKasMetrics, type KasMetrics, type Logger, ReadinessChecks } from "./observability/index.ts";
 import { createKasRouter } from "./routing/index.ts";
 
@@ -142,6 +143,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
         });
         agentHttp = new AgentHttpProxy(router, { dialTimeoutMs: config.agent.dialTimeoutMs });
         const api = new ApiRouteTable();
+        const agentRpc = createAgentRpcServer();
         const modules: KasModuleFactory[] = [
           observabilityModule({
             listen: config.observability.listen.address,
@@ -168,6 +170,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
               agents = listener;
             },
           }),
+          agentRpcModule(agentRpc),
           agentTrackerModule((t) => {
             tracker = t;
           }),
@@ -184,6 +187,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
           router,
           agentHttp,
           agentStreams,
+          agentRpc,
           agentTunnels: new EventEmitter<AgentTunnelEvents>(),
           api,
         });

@@ -1,4 +1,5 @@
 // What agentk gives its modules: the shared dependencies an agentk module is built from.
+import type * as grpc from "@grpc/grpc-js";
 import type { Registry } from "prom-client";
 import type { Forwarder } from "../../cmd/common/http/index.ts";
 import type { Logger, ReadinessChecks, RequestMetrics } from "../../cmd/common/observability/index.ts";
@@ -31,6 +32,11 @@ export interface AgentkModuleDeps {
   /** The tunnel to kas (kept up, with backoff): streams toward kas open on its active tunnel. */
   kas: TunnelClient;
   httpServices: HttpServices;
+  /**
+   * A gRPC channel to kas over the tunnel (a `grpc` stream on the active tunnel): modules make
+   * their clients with `{ channelOverride: kasRpc }`. kas knows who calls from the tunnel.
+   */
+  kasRpc: grpc.Channel;
   /** The newest agent configuration from kas, as it changes. */
   configuration: LatestValue<AgentConfiguration>;
 }

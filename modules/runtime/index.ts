@@ -3,6 +3,7 @@ export type { AgentConfiguration, AgentkModuleDeps, AgentkModuleFactory, HttpSer
 export type {
   AgentIdentity,
   AgentInfo,
+  AgentRpc,
   AgentSession,
   AgentTunnelEvents,
   ApiRoute,

@@ -4,6 +4,7 @@
 import type { EventEmitter } from "node:events";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
+import type * as grpc from "@grpc/grpc-js";
 import type { Registry } from "prom-client";
 import type { AgentToken } from "../../cmd/common/agent-token.ts";
 import type { AgentHttpProxy } from "../../cmd/common/http/index.ts";
@@ -73,6 +74,20 @@ export interface ApiRoutes {
   readonly credentialHeaders: ReadonlySet<string>;
 }
 
+/**
+ * The gRPC server agents call over their tunnels (one for every agent): modules add their
+ * services to `server` while they are built.
+ */
+export interface AgentRpc {
+  readonly server: grpc.Server;
+  /**
+   * The tunnel a call came over: who the calling agent is. Throws a gRPC UNAUTHENTICATED error
+   * (`{code, details}`, ready for a handler's callback) for a call that did not come over an
+   * agent's tunnel.
+   */
+  agentOf(call: { readonly metadata: grpc.Metadata }): AgentSession;
+}
+
 /** What every kas module is built from. */
 export interface KasModuleDeps {
   log: Logger;
@@ -87,6 +102,8 @@ export interface KasModuleDeps {
   agentHttp: AgentHttpProxy;
   /** Stream kinds agents open toward kas: modules register theirs. */
   agentStreams: StreamDispatcher<AgentSession>;
+  /** The gRPC server agents call (their configuration feed, reports). */
+  agentRpc: AgentRpc;
   /** Every agent tunnel this replica serves. */
   agentTunnels: EventEmitter<AgentTunnelEvents>;
   /** GitLab's API front; routes added while the modules are built are served once it starts. */

@@ -28,6 +28,8 @@ export interface InProcessAgentkOptions {
    * (served on a loopback port, with a kubeconfig of no credentials written for it). Default none.
    */
   kubernetes?: string | RequestListener | Server;
+  /** POD_NAME and POD_NAMESPACE. Default name "agentk-test", no namespace. */
+  pod?: { name?: string; namespace?: string };
   /** Default: silent. */
   log?: Logger;
   /** Default: 50 ms to 200 ms, for tests that reconnect. */
@@ -78,7 +80,14 @@ export async function startInProcessAgentk(o: InProcessAgentkOptions): Promise<I
       }),
     );
   }
-  const args = await loadAgentkConfig({ argv, env: { AGENTK_TOKEN: o.token, POD_NAME: "agentk-test" } });
+  const args = await loadAgentkConfig({
+    argv,
+    env: {
+      AGENTK_TOKEN: o.token,
+      POD_NAME: o.pod?.name ?? "agentk-test",
+      ...(o.pod?.namespace && { POD_NAMESPACE: o.pod.namespace }),
+    },
+  });
   if (args.help) throw new Error("unexpected --help");
   const agent = createAgent(args.config, {
     log: o.log ?? createLogger({ level: "silent" }),

@@ -1,16 +1,18 @@
 // Agent tracking's kas half: which agents are connected, at this replica and across replicas,
-// listed on GitLab's API.
+// and which agentk pods and versions are behind their tunnels; listed on GitLab's API.
 import { type KasModuleFactory, Phase } from "../../runtime/index.ts";
 import { agentsRoute } from "./agents-route.ts";
+import { addAgentTrackerService } from "./rpc.ts";
 import { AgentTracker } from "./tracker.ts";
 
 export function agentTrackerModule(onTracker?: (tracker: AgentTracker) => void): KasModuleFactory {
   return {
     name: "agent_tracker",
     phase: Phase.capability,
-    create({ router, agentTunnels, api }) {
+    create({ router, agentTunnels, api, agentRpc }) {
       const tracker = new AgentTracker(router, agentTunnels);
       api.add(agentsRoute(tracker));
+      addAgentTrackerService(agentRpc, tracker);
       onTracker?.(tracker);
       return { name: "agent_tracker" };
     },

@@ -3,6 +3,7 @@ import type { Router } from "../../../lib/router/index.ts";
 import type { AgentSession, AgentTunnelEvents } from "../../runtime/index.ts";
 import {
   type AgentFilter,
+  type AgentPod,
   type ConnectedAgent,
   mergeSummaries,
   parseSummary,
@@ -17,6 +18,9 @@ export class AgentTracker {
   readonly #router: Router;
   /** This replica's open tunnels per agent id. */
   readonly #byAgent = new Map<string, Set<AgentSession>>();
+  /** What the agentk behind each tunnel reported about itself. */
+  readonly #pods = new WeakMap<AgentSession, AgentPod>();
+  readonly #podOf = (session: AgentSession) => this.#pods.get(session);
 
   constructor(router: Router, tunnels: EventEmitter<AgentTunnelEvents>) {
     this.#router = router;
@@ -26,8 +30,14 @@ export class AgentTracker {
   /** Agents with a tunnel at this replica, optionally only those of one project or one id. */
   localAgents(filter: AgentFilter = {}): ConnectedAgent[] {
     const ids = filter.agentId !== undefined ? [filter.agentId] : this.#byAgent.keys();
-    const summaries = [...ids].flatMap((id) => summarize(this.#byAgent.get(id) ?? []) ?? []);
+    const summaries = [...ids].flatMap((id) => summarize(this.#byAgent.get(id) ?? [], this.#podOf) ?? []);
     return mergeSummaries(summaries, filter);
+  }
+
+  /** The agentk behind `session` says who it is; the agent's summary is republished. */
+  report(session: AgentSession, pod: AgentPod): void {
+    this.#pods.set(session, pod);
+    if (this.#byAgent.get(session.identity.agentId)?.has(session)) this.#publish(session.identity.agentId);
   }
 
   /**
@@ -61,7 +71,7 @@ export class AgentTracker {
   /** This replica's summary of the agent in Redis (removed with its last tunnel). */
   #publish(agentId: string): void {
     if (!this.#router.clustered) return;
-    const summary = summarize(this.#byAgent.get(agentId) ?? []);
+    const summary = summarize(this.#byAgent.get(agentId) ?? [], this.#podOf);
     this.#router.cluster.describe(agentId, summary && JSON.stringify(summary));
   }
 }

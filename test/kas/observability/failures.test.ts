@@ -8,7 +8,7 @@ import { AGENT_ID, gitlabJwt, TOKEN, until } from "../support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "../support/in-process.ts";
 
 // Issue 10, item 5: failures after a response or a stream got going were swallowed and counted as success.
-describe("failures midway are logged and counted (in-process kas, stand-in agent)", () => {
+describe("failures midway are logged and counted (in-process kas and agentk)", () => {
   let kas: InProcessKas;
   let agent: InProcessAgentk;
   let logs: ReturnType<typeof memoryLogger>;
@@ -90,12 +90,13 @@ describe("failures midway are logged and counted (in-process kas, stand-in agent
   });
 
   it("a handler for streams agents open fails: logged with the agent and stream kind, and counted", async () => {
-    kas.kas.agentStreams.register(Kind.KIND_GRPC, async (stream) => {
+    // A module's stream kind (kas serves GRPC itself; agents open no HTTP streams toward kas).
+    kas.kas.agentStreams.register(Kind.KIND_HTTP, async (stream) => {
       await once(stream, "data");
       throw new Error("module bug");
     });
     const session = agent.agent.client.active!;
-    const stream = await openWithHeader(() => session.open(), { kind: Kind.KIND_GRPC });
+    const stream = await openWithHeader(() => session.open(), { kind: Kind.KIND_HTTP });
     stream.on("error", () => {});
     stream.write("hello");
     // The dispatcher destroys the stream of a failed handler: the agent sees it closed.
@@ -104,11 +105,11 @@ describe("failures midway are logged and counted (in-process kas, stand-in agent
     expect(lines().find((l) => l.msg === "agent stream handler failed")).toMatchObject({
       level: 50,
       agentId: AGENT_ID,
-      kind: "GRPC",
+      kind: "HTTP",
       err: { message: "module bug" },
     });
     expect(await kas.kas.metrics.registry.metrics()).toContain(
-      'kas_agent_stream_handler_errors_total{kind="GRPC"} 1',
+      'kas_agent_stream_handler_errors_total{kind="HTTP"} 1',
     );
   });
 });

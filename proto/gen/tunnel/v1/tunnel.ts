@@ -144,7 +144,7 @@ export interface StreamHeader {
    */
   agentId: string;
   /**
-   * Target service on the accepting side (e.g. "kubernetes-api", a gRPC
+   * Target service on the accepting side (e.g. "kubernetes", a gRPC
    * service name, an allow-listed in-cluster HTTP service).
    */
   service: string;

@@ -38,6 +38,21 @@ describe("summaries of one replica's tunnels", () => {
     expect(summarize([])).toBeUndefined();
   });
 
+  test("reported pods travel with the summary: sorted, without duplicates, merged across replicas", () => {
+    const pod = (name: string) => ({ namespace: "gitlab-agent", name, version: "0.1.0" });
+    const base = {
+      agentId: "42",
+      projectId: "7",
+      agentName: "prod",
+      tunnels: 1,
+      connectedSince: "2026-11-22T09:00:00.000Z",
+    };
+    const here = { ...base, pods: [pod("b"), pod("a"), pod("b")] };
+    expect(parseSummary(JSON.stringify(here))?.pods).toEqual([pod("a"), pod("b")]);
+    const merged = mergeSummaries([parseSummary(JSON.stringify(here))!, { ...base, pods: [pod("c")] }, base]);
+    expect(merged).toEqual([{ ...base, tunnels: 3, pods: [pod("a"), pod("b"), pod("c")] }]);
+  });
+
   test("a summary survives the trip through Redis unchanged", () => {
     fc.assert(
       fc.property(summaryArb, (s) => {
@@ -75,6 +90,14 @@ describe("summaries of one replica's tunnels", () => {
       { ...good, tunnels: 1.5 },
       { ...good, connectedSince: "yesterday" },
       { ...good, agentName: null },
+      { ...good, pods: [] },
+      { ...good, pods: "agentk-0" },
+      { ...good, pods: [{ namespace: "ns", name: "p" }] },
+      { ...good, pods: [{ namespace: "ns", name: "p".repeat(254), version: "1" }] },
+      {
+        ...good,
+        pods: Array.from({ length: 101 }, (_, i) => ({ namespace: "ns", name: `p${i}`, version: "1" })),
+      },
     ]) {
       expect(parseSummary(JSON.stringify(bad))).toBeUndefined();
     }

@@ -1,0 +1,39 @@
+import * as grpc from "@grpc/grpc-js";
+import {
+  type AgentTrackerServiceServer,
+  AgentTrackerServiceService,
+} from "../../../proto/gen/agent_tracker/v1/agent_tracker.ts";
+import type { AgentRpc } from "../../runtime/index.ts";
+import { AGENT_POD_LIMITS } from "./connected-agents.ts";
+import type { AgentTracker } from "./tracker.ts";
+
+/** `AgentTrackerService` on the agents' gRPC server: the caller is the tunnel's agent, whatever it says. */
+export function addAgentTrackerService(rpc: AgentRpc, tracker: Pick<AgentTracker, "report">): void {
+  const service: AgentTrackerServiceServer = {
+    reportAgent(call, callback) {
+      let session: ReturnType<AgentRpc["agentOf"]>;
+      try {
+        session = rpc.agentOf(call);
+      } catch (err) {
+        callback(err as grpc.ServiceError);
+        return;
+      }
+      const meta = call.request.agentMeta;
+      const fields = [meta?.version, meta?.podNamespace, meta?.podName];
+      if (fields.some((f) => (f ?? "").length > AGENT_POD_LIMITS.field)) {
+        callback({
+          code: grpc.status.INVALID_ARGUMENT,
+          details: `agent_meta fields are limited to ${AGENT_POD_LIMITS.field} characters`,
+        });
+        return;
+      }
+      tracker.report(session, {
+        namespace: meta?.podNamespace ?? "",
+        name: meta?.podName ?? "",
+        version: meta?.version ?? "",
+      });
+      callback(null, {});
+    },
+  };
+  rpc.server.addService(AgentTrackerServiceService, service);
+}

@@ -1,0 +1,104 @@
+// Agent tracking end to end: agentk reports its version and pod over its gRPC channel to kas;
+// kas files the report under the agent of the tunnel it came over and lists it.
+import * as grpc from "@grpc/grpc-js";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { VERSION } from "../../../cmd/common/version.ts";
+import { createAgentRpcServer } from "../../../cmd/kas/agent-rpc.ts";
+import { AgentTrackerServiceClient } from "../../../proto/gen/agent_tracker/v1/agent_tracker.ts";
+import { gitlabJwt, OTHER_TOKEN, TOKEN } from "../../kas/support/fixtures.ts";
+import { type InProcessKas, startInProcessKas } from "../../kas/support/in-process.ts";
+import { type InProcessAgentk, startInProcessAgentk } from "../../support/agentk-in-process.ts";
+import { until } from "../../support/until.ts";
+
+describe("agent tracker: agentk reports itself, kas lists it", () => {
+  let kas: InProcessKas;
+  const agents: InProcessAgentk[] = [];
+  const list = async () => {
+    const res = await fetch(`${kas.addresses.api}/api/v1/agents`, {
+      headers: { "gitlab-kas-api-request": await gitlabJwt(kas.apiSecret) },
+    });
+    return ((await res.json()) as { agents: Array<{ agentId: string; pods?: unknown[] }> }).agents;
+  };
+
+  beforeAll(async () => {
+    kas = await startInProcessKas();
+    agents.push(
+      await startInProcessAgentk({
+        kasUrl: kas.addresses.agent,
+        token: TOKEN,
+        pod: { name: "agentk-a", namespace: "gitlab-agent" },
+      }),
+      await startInProcessAgentk({
+        kasUrl: kas.addresses.agent,
+        token: TOKEN,
+        pod: { name: "agentk-b", namespace: "gitlab-agent" },
+      }),
+      await startInProcessAgentk({
+        kasUrl: kas.addresses.agent,
+        token: OTHER_TOKEN,
+        pod: { name: "other", namespace: "ops" },
+      }),
+    );
+  });
+  afterAll(async () => {
+    await Promise.all(agents.map((a) => a.stop()));
+    await kas.close();
+  });
+
+  test("each report is filed under the agent whose tunnel carried it", async () => {
+    await until(
+      async () => (await list()).every((a) => (a.pods?.length ?? 0) > 0) && (await list()).length === 2,
+      10_000,
+      "reports",
+    );
+    expect(await list()).toMatchObject([
+      {
+        agentId: "42",
+        tunnels: 2,
+        pods: [
+          { namespace: "gitlab-agent", name: "agentk-a", version: VERSION },
+          { namespace: "gitlab-agent", name: "agentk-b", version: VERSION },
+        ],
+      },
+      { agentId: "43", tunnels: 1, pods: [{ namespace: "ops", name: "other", version: VERSION }] },
+    ]);
+  });
+
+  test("a new tunnel reports again: a pod's report follows its reconnect", async () => {
+    const [a] = agents;
+    a!.agent.client.active!.close(); // the tunnel drops; agentk reconnects and reports on the new one
+    await until(() => a!.agent.client.active !== undefined, 10_000, "reconnect");
+    await until(
+      async () => JSON.stringify((await list())[0]?.pods ?? []).includes("agentk-a"),
+      10_000,
+      "agentk-a listed again",
+    );
+    expect((await list())[0]).toMatchObject({ agentId: "42", tunnels: 2 });
+  });
+});
+
+describe("the agents' gRPC server", () => {
+  test("a call that did not come over an agent's tunnel is UNAUTHENTICATED", async () => {
+    const rpc = createAgentRpcServer();
+    // Served on a plain port: no tunnel, so no agent behind the call.
+    const { addAgentTrackerService } = await import("../../../modules/agent_tracker/kas/rpc.ts");
+    addAgentTrackerService(rpc, { report: () => {} });
+    const port = await new Promise<number>((resolve, reject) =>
+      rpc.server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) =>
+        err ? reject(err) : resolve(p),
+      ),
+    );
+    const client = new AgentTrackerServiceClient(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+    try {
+      const err = await new Promise<grpc.ServiceError | null>((resolve) =>
+        client.reportAgent({ agentMeta: { version: "1", podName: "x", podNamespace: "y" } }, (e) =>
+          resolve(e),
+        ),
+      );
+      expect(err?.code).toBe(grpc.status.UNAUTHENTICATED);
+    } finally {
+      client.close();
+      rpc.server.forceShutdown();
+    }
+  });
+});
