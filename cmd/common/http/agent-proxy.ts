@@ -5,6 +5,7 @@ import type { Dispatcher } from "undici";
 import type { Router } from "../../../lib/router/index.ts";
 import { splice } from "../../../lib/router/index.ts";
 import { Kind, TunnelDispatcher } from "../../../lib/tunnel/index.ts";
+import { connectionTokens, HOP_BY_HOP, isEndToEnd } from "./hop-by-hop.ts";
 
 /** Which agent, and which of its services (`kubernetes`, or an allow-listed name such as `prometheus`). */
 export interface AgentTarget {
@@ -27,21 +28,6 @@ export interface AgentHttpProxyOptions {
   /** Streams open at once through this proxy (each request in flight or kept alive holds one). Default 10 000. */
   maxStreams?: number;
 }
-
-/** Headers that describe one connection, not the request (RFC 9110 7.6.1), plus what undici sets itself. */
-const HOP_BY_HOP = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "proxy-authenticate",
-  "proxy-authorization",
-  "te",
-  "trailer",
-  "transfer-encoding",
-  "upgrade",
-  "expect",
-  "host",
-]);
 
 /** Service names travel in a host name (the dispatcher's origin): DNS labels only. */
 export const SERVICE_NAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -113,8 +99,9 @@ export class AgentHttpProxy {
       () => !res.writableFinished,
     );
     const headers: Record<string, string | string[]> = {};
+    const tokens = connectionTokens(upstream.headers);
     for (const [name, value] of Object.entries(upstream.headers)) {
-      if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+      if (value !== undefined && isEndToEnd(name, tokens)) headers[name] = value;
     }
     res.writeHead(upstream.statusCode, headers);
     res.flushHeaders();
@@ -203,14 +190,11 @@ function hostOf(target: AgentTarget): string {
 
 /** The request's headers as a flat [name, value, …] list, duplicates kept, hop-by-hop and `drop` left out. */
 function outgoingHeaders(req: IncomingMessage, o: ForwardOptions): string[] {
-  const connectionTokens = String(req.headers.connection ?? "")
-    .split(",")
-    .map((t) => t.trim().toLowerCase());
+  const tokens = connectionTokens(req.headers);
   const out: string[] = [];
   for (let i = 0; i < req.rawHeaders.length; i += 2) {
     const name = req.rawHeaders[i]!;
-    const lower = name.toLowerCase();
-    if (HOP_BY_HOP.has(lower) || o.drop?.has(lower) || connectionTokens.includes(lower)) continue;
+    if (!isEndToEnd(name, tokens) || o.drop?.has(name.toLowerCase())) continue;
     out.push(name, req.rawHeaders[i + 1]!);
   }
   for (const [name, value] of Object.entries(o.add ?? {})) out.push(name, value);

@@ -4,6 +4,8 @@
 import * as http from "node:http";
 import * as https from "node:https";
 import type { Duplex } from "node:stream";
+import { connectionTokens, isEndToEnd } from "./hop-by-hop.ts";
+import { responseHead } from "./raw-answer.ts";
 
 export interface Upstream {
   /** Base URL; request paths are appended to its path (e.g. an API server behind a path prefix). */
@@ -47,20 +49,6 @@ export interface Forwarder {
   /** Closes the pooled upstream connections. */
   close(): void;
 }
-
-/** Per-connection headers (RFC 9110 §7.6.1) and the ones the proxy sets itself. */
-const HOP_BY_HOP = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "proxy-authorization",
-  "proxy-authenticate",
-  "te",
-  "trailer",
-  "transfer-encoding",
-  "upgrade",
-  "host",
-]);
 
 /** Largest error body of a refused upgrade relayed to the client. */
 const MAX_REFUSAL_BODY = 64 * 1024;
@@ -229,21 +217,10 @@ export function createForwarder(upstream: Upstream, options: ForwarderOptions): 
 export function endToEnd(
   headers: http.IncomingHttpHeaders | http.OutgoingHttpHeaders,
 ): http.OutgoingHttpHeaders {
-  const named = String(headers.connection ?? "")
-    .split(",")
-    .map((h) => h.trim().toLowerCase())
-    .filter(Boolean);
+  const tokens = connectionTokens(headers);
   const out: http.OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(headers)) {
-    const lower = name.toLowerCase();
-    if (value !== undefined && !HOP_BY_HOP.has(lower) && !named.includes(lower)) out[lower] = value;
+    if (value !== undefined && isEndToEnd(name, tokens)) out[name.toLowerCase()] = value;
   }
   return out;
-}
-
-function responseHead(status: number, message: string, headers: http.OutgoingHttpHeaders): string {
-  const lines = Object.entries(headers).flatMap(([name, value]) =>
-    value === undefined ? [] : (Array.isArray(value) ? value : [value]).map((v) => `${name}: ${v}\r\n`),
-  );
-  return `HTTP/1.1 ${status} ${message}\r\n${lines.join("")}\r\n`;
 }

@@ -1,4 +1,4 @@
-import { STATUS_CODES } from "node:http";
+import { type OutgoingHttpHeaders, STATUS_CODES } from "node:http";
 import type { Duplex } from "node:stream";
 
 /** A response body and its media type. */
@@ -15,14 +15,21 @@ export function rawAnswer(
   headers: Readonly<Record<string, string>> = {},
 ): void {
   if (!socket.writable) return void socket.destroy();
-  const lines = [
-    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Error"}`,
-    ...Object.entries(headers).map(([name, value]) => `${name}: ${value}`),
-    `content-type: ${type}`,
-    `content-length: ${Buffer.byteLength(body)}`,
-    "connection: close",
-  ];
+  const head = responseHead(status, STATUS_CODES[status] ?? "Error", {
+    ...headers,
+    "content-type": type,
+    "content-length": Buffer.byteLength(body),
+    connection: "close",
+  });
   // Whatever the client still sends is dropped; reading on is what lets its close end the socket.
   socket.resume();
-  socket.end(`${lines.join("\r\n")}\r\n\r\n${body}`);
+  socket.end(`${head}${body}`);
+}
+
+/** An HTTP/1.1 response head, blank line included, for raw connections (upgrades, relayed answers). */
+export function responseHead(status: number, message: string, headers: OutgoingHttpHeaders): string {
+  const lines = Object.entries(headers).flatMap(([name, value]) =>
+    value === undefined ? [] : (Array.isArray(value) ? value : [value]).map((v) => `${name}: ${v}\r\n`),
+  );
+  return `HTTP/1.1 ${status} ${message}\r\n${lines.join("")}\r\n`;
 }
