@@ -93,7 +93,12 @@ const agentArgs = ["--kas-address", kas.agent, "--token-file", join(dir, "agent_
 agentArgs.push("--service", `prometheus=${prometheusUrl}`, "--observability-listen-address", "127.0.0.1:0");
 if (haveKube) agentArgs.push("--kubeconfig", kubeconfig);
 // agentk reads KUBECONFIG itself: hand it on only when the file is there.
-const agentEnv: Record<string, string> = haveKube ? { KUBECONFIG: kubeconfig } : { KUBECONFIG: "" };
+// agentk names its pod to kas, which lists it with the agent (as in a cluster, through the downward API).
+const agentEnv: Record<string, string> = {
+  KUBECONFIG: haveKube ? kubeconfig : "",
+  POD_NAME: "agentk-demo",
+  POD_NAMESPACE: "gitlab-agent",
+};
 await start("agentk", "cmd/agentk/main.ts", agentArgs, agentEnv, "connected to kas").catch(async (err) => {
   say("demo", `failed: ${err.message}`);
   await stop(1);
