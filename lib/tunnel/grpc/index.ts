@@ -1,6 +1,7 @@
 export {
   createGrpcStreamServer,
   DEFAULT_CLOSE_GRACE_MS,
+  DRAINED_DETAILS,
   type GrpcStreamServer,
   type GrpcStreamServerOptions,
 } from "./stream-server.ts";
@@ -11,3 +12,5 @@ export {
   type TunnelChannelOptions,
   tunnelClientOptions,
 } from "./tunnel-channel.ts";
+export { type TunnelClientChannelOptions, tunnelClientChannel } from "./tunnel-client-channel.ts";
+export { type TunnelGrpcHandlerOptions, tunnelGrpcHandler } from "./tunnel-handler.ts";

@@ -14,19 +14,51 @@ export interface GrpcStreamServer<P> {
   /** Streams currently served. */
   readonly streams: number;
   /**
-   * Stops serving streams: sends HTTP/2 GOAWAY on each, lets running calls finish for `graceMs`,
-   * then destroys what is left (default 5 s). Resolves once every stream is closed. The
-   * grpc.Server itself (and any port it is bound to) is left alone.
+   * Drains the connection served on `stream` (one given to `inject`): sends HTTP/2 GOAWAY, so the
+   * client opens a new connection for its next calls while the running ones go on. Calls still
+   * running after `graceMs` (default 5 s) end with UNAVAILABLE ({@link DRAINED_DETAILS}), which
+   * clients read as "call again"; their handlers see the call cancelled. Resolves once the stream
+   * is closed. Idempotent; a stream not served resolves at once.
+   */
+  drain(stream: Duplex, graceMs?: number): Promise<void>;
+  /**
+   * Stops serving streams: drains each (see `drain`) with `graceMs` (default 5 s) and destroys
+   * streams injected later. Resolves once every stream is closed. The grpc.Server itself (and any
+   * port it is bound to) is left alone.
    */
   close(graceMs?: number): Promise<void>;
 }
 
 export const DEFAULT_CLOSE_GRACE_MS = 5_000;
+/** After the grace: time for the last statuses to go out before the connection is cut. */
 const BACKSTOP_MS = 1_000;
+/** What a call cut short by a drain reports; the client's cue to call again (on a new connection). */
+export const DRAINED_DETAILS = "the connection is draining: call again";
 
 interface Served {
   stream: Duplex;
   injector: grpc.ConnectionInjector;
+  /** Calls on this connection that have not ended yet. */
+  running: Set<grpc.ServerInterceptingCall>;
+  draining: Promise<void> | undefined;
+}
+
+async function drainServed({ stream, injector, running }: Served, graceMs: number): Promise<void> {
+  if (stream.closed) return;
+  const closed = new Promise<void>((resolve) => stream.once("close", () => resolve()));
+  // GOAWAY now; grpc-js' own cut (RST_STREAM CANCEL, read as CANCELLED) only as a backstop.
+  injector.drain(graceMs + BACKSTOP_MS);
+  const endCalls = setTimeout(() => {
+    for (const call of [...running]) {
+      call.sendStatus({ code: grpc.status.UNAVAILABLE, details: DRAINED_DETAILS, metadata: null });
+    }
+  }, graceMs);
+  // Ending an HTTP/2 session only half-closes its stream (FIN); a peer that never answers with
+  // its own FIN (e.g. one that never spoke HTTP/2) would hold it open: the backstop resets it.
+  const cut = setTimeout(() => stream.destroy(), graceMs + BACKSTOP_MS);
+  await closed;
+  clearTimeout(endCalls);
+  clearTimeout(cut);
 }
 
 /**
@@ -37,7 +69,8 @@ interface Served {
  * carry an interceptor that tags the call's incoming Metadata object with the stream's peer.
  * Handlers see that same Metadata object as `call.metadata`, so `peerOf(call)` needs no
  * addresses (streams have none) and cannot be forged by anything the remote sends. A server
- * interceptor that replaces (rather than passes on) the Metadata object hides the peer.
+ * interceptor that replaces (rather than passes on) the Metadata object hides the peer. The
+ * same interceptor keeps the stream's running calls, so a drain can end them with a status.
  */
 export function createGrpcStreamServer<P = unknown>(
   server: grpc.Server,
@@ -45,21 +78,31 @@ export function createGrpcStreamServer<P = unknown>(
 ): GrpcStreamServer<P> {
   const credentials = opts.credentials ?? grpc.ServerCredentials.createInsecure();
   const peers = new WeakMap<grpc.Metadata, P | undefined>();
-  const served = new Set<Served>();
+  const served = new Map<Duplex, Served>();
   let closing: Promise<void> | undefined;
 
-  const tagWith =
-    (peer: P | undefined): grpc.ServerInterceptor =>
-    (_method, call) =>
-      new grpc.ServerInterceptingCall(call, {
-        start: (next) =>
-          next({
+  /** Tags each call with `peer` and keeps it in `running` until its status is sent or it is cancelled. */
+  const interceptorFor =
+    (peer: P | undefined, running: Set<grpc.ServerInterceptingCall>): grpc.ServerInterceptor =>
+    (_method, next) => {
+      const call: grpc.ServerInterceptingCall = new grpc.ServerInterceptingCall(next, {
+        start: (proceed) => {
+          running.add(call);
+          proceed({
             onReceiveMetadata: (metadata, nextMetadata) => {
               peers.set(metadata, peer);
               nextMetadata(metadata);
             },
-          }),
+            onCancel: () => running.delete(call),
+          });
+        },
+        sendStatus: (status, nextStatus) => {
+          running.delete(call);
+          nextStatus(status);
+        },
       });
+      return call;
+    };
 
   function inject(stream: Duplex, peer?: P): void {
     // Errors (a peer reset) end the HTTP/2 session, which fails its calls; nothing else to do.
@@ -68,44 +111,35 @@ export function createGrpcStreamServer<P = unknown>(
       stream.destroy();
       return;
     }
+    const running = new Set<grpc.ServerInterceptingCall>();
     const injector = server.createConnectionInjector(
-      grpc.experimental.createServerCredentialsWithInterceptors(credentials, [tagWith(peer)]),
+      grpc.experimental.createServerCredentialsWithInterceptors(credentials, [interceptorFor(peer, running)]),
     );
-    const entry: Served = { stream, injector };
-    served.add(entry);
+    served.set(stream, { stream, injector, running, draining: undefined });
     stream.once("close", () => {
-      served.delete(entry);
+      served.delete(stream);
       injector.destroy();
     });
     injector.injectConnection(stream);
   }
 
-  async function closeAll(graceMs: number): Promise<void> {
-    const all = [...served];
-    const closed = all.map(({ stream }) => (stream.closed ? undefined : onceClosed(stream)));
-    for (const { injector } of all) injector.drain(graceMs);
-    // Ending an HTTP/2 session only half-closes its stream (FIN); a peer that never answers with
-    // its own FIN (e.g. one that never spoke HTTP/2) would hold it open: the backstop resets it.
-    const timer = setTimeout(() => {
-      for (const { stream } of all) stream.destroy();
-    }, graceMs + BACKSTOP_MS);
-    await Promise.all(closed);
-    clearTimeout(timer);
+  function drain(stream: Duplex, graceMs = DEFAULT_CLOSE_GRACE_MS): Promise<void> {
+    const entry = served.get(stream);
+    if (!entry) return Promise.resolve();
+    entry.draining ??= drainServed(entry, graceMs);
+    return entry.draining;
   }
 
   return {
     inject,
+    drain,
     peerOf: (call) => peers.get(call.metadata),
     get streams() {
       return served.size;
     },
     close(graceMs = DEFAULT_CLOSE_GRACE_MS) {
-      closing ??= closeAll(graceMs);
+      closing ??= Promise.all([...served.keys()].map((s) => drain(s, graceMs))).then(() => {});
       return closing;
     },
   };
-}
-
-function onceClosed(stream: Duplex): Promise<void> {
-  return new Promise((resolve) => stream.once("close", () => resolve()));
 }

@@ -40,7 +40,7 @@ export class TunnelChannel extends grpc.Channel {
         stream.destroy();
         throw abort.signal.reason;
       }
-      return stream;
+      return errorsAsConnectionLoss(stream);
     };
     const label = (opts.label ?? "tunnel").replace(/[^\w.-]/g, "_");
     // A path under /dev/null can never be a socket: should the hook ever not engage, grpc-js fails
@@ -61,6 +61,27 @@ export class TunnelChannel extends grpc.Channel {
     this.#abort.abort(new Error("grpc tunnel channel closed"));
     super.close();
   }
+}
+
+/** Socket error codes grpc-js reads as a lost connection (UNAVAILABLE); it reads any other as INTERNAL. */
+const CONNECTION_LOST = new Set(["ECONNRESET", "ETIMEDOUT"]);
+
+/**
+ * The stream is this channel's connection: whatever ends it with an error (its tunnel cut, a write
+ * timeout, the peer failing) is a lost connection, which calls should report as UNAVAILABLE and
+ * may retry. grpc-js decides that by the socket error's `code` alone, so errors with other codes
+ * are passed on as ECONNRESET, with the original as `cause` and its message kept.
+ */
+function errorsAsConnectionLoss(stream: Duplex): Duplex {
+  const emit = stream.emit;
+  stream.emit = function (this: Duplex, event: string | symbol, ...args: unknown[]): boolean {
+    const err = args[0] as (Error & { code?: unknown }) | undefined;
+    if (event === "error" && err && !CONNECTION_LOST.has(String(err.code))) {
+      args[0] = Object.assign(new Error(err.message, { cause: err }), { code: "ECONNRESET" });
+    }
+    return emit.call(this, event, ...args);
+  } as Duplex["emit"];
+  return stream;
 }
 
 export function createTunnelChannel(open: OpenGrpcStream, opts?: TunnelChannelOptions): TunnelChannel {

@@ -21,6 +21,11 @@ export interface TunnelSessionEvents {
   stream: [stream: YamuxStream];
   /** The other end asked for no new streams here (it is draining). */
   goaway: [code: number];
+  /**
+   * The tunnel takes no new streams from now on: the first GoAway, whichever end sent it. Lets
+   * what runs over its streams wind down (e.g. tell a gRPC connection's calls to move on).
+   */
+  draining: [];
   /** The tunnel is gone; `err` is set when it ended abnormally. */
   close: [err?: Error];
 }
@@ -37,6 +42,7 @@ export class TunnelSession<I = undefined> extends EventEmitter<TunnelSessionEven
   readonly #connectedAt = new Date();
   #closeError: Error | undefined;
   #closed = false;
+  #drainingEmitted = false;
 
   constructor(transport: TransportConnection<I>, role: "client" | "server", options: TunnelOptions = {}) {
     super();
@@ -48,7 +54,10 @@ export class TunnelSession<I = undefined> extends EventEmitter<TunnelSessionEven
       if (this.listenerCount("stream") > 0) this.emit("stream", s);
       else s.destroy(); // nobody serves inbound streams on this end: refuse rather than leak
     });
-    this.#mux.on("goaway", (code) => this.emit("goaway", code));
+    this.#mux.on("goaway", (code) => {
+      this.emit("goaway", code);
+      this.#startedDraining();
+    });
     this.#mux.on("close", (err) => {
       this.#closed = true;
       this.#closeError = err;
@@ -87,6 +96,7 @@ export class TunnelSession<I = undefined> extends EventEmitter<TunnelSessionEven
 
   goAway(code: GoAwayCode = GoAwayCode.Normal): void {
     this.#mux.goAway(code);
+    this.#startedDraining();
   }
 
   /**
@@ -110,6 +120,12 @@ export class TunnelSession<I = undefined> extends EventEmitter<TunnelSessionEven
     });
     clearTimeout(timer);
     this.close();
+  }
+
+  #startedDraining(): void {
+    if (this.#drainingEmitted || !this.draining) return;
+    this.#drainingEmitted = true;
+    this.emit("draining");
   }
 
   /** Closes at once; streams still open are cut. */

@@ -17,6 +17,8 @@ export interface CallOpts {
   deadlineMs?: number;
   /** Cancel the call when this settles (e.g. once the server has seen it). */
   cancelWhen?: Promise<unknown>;
+  /** Each response of a response stream, as it arrives. */
+  onResponse?: (res: Res) => void;
 }
 
 /** What every client call shares (grpc.Call is a union whose `on` overloads do not combine). */
@@ -48,7 +50,12 @@ function observe(call: AnyCall, opts: CallOpts, responses: Res[], streaming: boo
   call.on("metadata", (md: grpc.Metadata) => {
     initial = md;
   });
-  if (streaming) call.on("data", (r: Res) => responses.push(r));
+  if (streaming) {
+    call.on("data", (r: Res) => {
+      responses.push(r);
+      opts.onResponse?.(r);
+    });
+  }
   void opts.cancelWhen?.then(() => call.cancel());
   const status = new Promise<grpc.StatusObject>((resolve) => call.on("status", resolve));
   const done = streaming

@@ -3,6 +3,7 @@ import { once } from "node:events";
 import type { Duplex } from "node:stream";
 import * as grpc from "@grpc/grpc-js";
 import { afterEach, describe, expect, it } from "vitest";
+import { DRAINED_DETAILS } from "../../../lib/tunnel/grpc/index.ts";
 import { until } from "../yamux/harness.ts";
 import { bidi, unary } from "./client-calls.ts";
 import { type TunnelRig, tunnelRig } from "./rigs.ts";
@@ -44,7 +45,7 @@ describe("GrpcStreamServer.close()", () => {
     expect(accepted.every((st) => st.closed)).toBe(true);
   });
 
-  it("cancels what is still running when the grace period ends, and resolves once streams are closed", async () => {
+  it("ends what is still running with UNAVAILABLE when the grace period ends, and resolves once streams are closed", async () => {
     rig = await tunnelRig();
     const cancelled = once(rig.recorder, "cancelled", within(5000));
     const arrived = once(rig.recorder, "call", within(5000));
@@ -54,8 +55,8 @@ describe("GrpcStreamServer.close()", () => {
     await rig.streamServer.close(200);
     expect(Date.now() - started).toBeGreaterThanOrEqual(150);
     expect(await cancelled).toEqual(["/test.Test/Unary"]);
-    // What grpc-js' own forceShutdown() gives over TCP as well: the session is destroyed with CANCEL.
-    expect((await hanging).code).toBe(grpc.status.CANCELLED);
+    // The client's cue to call again: the call ends with a status, not with its connection.
+    expect(await hanging).toMatchObject({ code: grpc.status.UNAVAILABLE, details: DRAINED_DETAILS });
     expect(rig.streamServer.streams).toBe(0);
   });
 

@@ -13,8 +13,12 @@ export interface Req {
   fail?: { code: grpc.status; details: string };
   /** Never answer; wait for the call to be cancelled (by the client or its deadline). */
   hang?: boolean;
+  /** unary: hang like `hang` on the first attempt, answer a retry (grpc-js retry policy). */
+  hangFirst?: boolean;
   /** Pad the reply to this many bytes (flow control across the stream). */
   pad?: number;
+  /** serverStream: after `count` replies, keep the call open until it is cancelled (a feed). */
+  hold?: boolean;
 }
 
 export interface Res {
@@ -98,6 +102,11 @@ function echoMetadata(from: grpc.Metadata): { initial: grpc.Metadata; trailing: 
   return { initial, trailing };
 }
 
+/** How many attempts came before this one (grpc-js' retry policy says so in the metadata). */
+export function retryAttempt(call: { readonly metadata: grpc.Metadata }): number {
+  return Number(call.metadata.get("grpc-previous-rpc-attempts")[0] ?? 0);
+}
+
 function deadlineInMs(call: { getDeadline(): grpc.Deadline }): number | null {
   const d = call.getDeadline();
   const ms = d instanceof Date ? d.getTime() : d;
@@ -117,7 +126,7 @@ export function testHandlers(rec: TestServiceRecorder): grpc.UntypedServiceImple
     unary(call: grpc.ServerUnaryCall<Req, Res>, callback: grpc.sendUnaryData<Res>) {
       rec.observe(call);
       const req = call.request;
-      if (req.hang) return;
+      if (req.hang || (req.hangFirst && retryAttempt(call) === 0)) return;
       const md = echoMetadata(call.metadata);
       call.sendMetadata(md.initial);
       if (req.fail) return callback(failure(req.fail, md.trailing), null);
@@ -130,6 +139,7 @@ export function testHandlers(rec: TestServiceRecorder): grpc.UntypedServiceImple
       const md = echoMetadata(call.metadata);
       call.sendMetadata(md.initial);
       for (let i = 0; i < (req.count ?? 0); i++) call.write(reply(`${req.text}#${i}`, call, req.pad));
+      if (req.hold) return;
       if (req.fail) return void call.emit("error", failure(req.fail, md.trailing));
       call.end(md.trailing);
     },

@@ -128,3 +128,28 @@ test("drain gives up after the grace period and cuts what is left", async () => 
   await closed;
   expect(st.destroyed).toBe(true);
 });
+
+test("'draining' fires once per end at the first GoAway, whichever end sent it", async () => {
+  const accepted: Array<TunnelSession<{ agent: string }>> = [];
+  const srv = await start((s) => {
+    accepted.push(s);
+    s.on("stream", (st) => st.pipe(st));
+  });
+  const client = new TunnelSession(
+    await dial(srv.url, { headers: { authorization: "Bearer good" } }),
+    "client",
+  );
+  await client.ping(); // the server's session is up
+  const server = accepted[0]!;
+  const seen: string[] = [];
+  server.on("draining", () => seen.push(`server draining, draining=${server.draining}`));
+  client.on("draining", () => seen.push(`client draining, draining=${client.draining}`));
+
+  const clientDraining = once(client, "draining");
+  server.goAway(); // the sender's own GoAway
+  await clientDraining; // the receiver's
+  server.goAway();
+  client.goAway(); // a GoAway back, and a drain, change nothing: both already drain
+  await server.drain(1000);
+  expect(seen).toEqual(["server draining, draining=true", "client draining, draining=true"]);
+});

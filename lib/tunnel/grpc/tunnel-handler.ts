@@ -1,0 +1,36 @@
+import type { Duplex } from "node:stream";
+import type { StreamHandler } from "../header/index.ts";
+import type { TunnelSession } from "../session/tunnel-session.ts";
+import { DEFAULT_CLOSE_GRACE_MS, type GrpcStreamServer } from "./stream-server.ts";
+
+export interface TunnelGrpcHandlerOptions {
+  /**
+   * Once a tunnel drains, how long calls on its gRPC connections may run before they end with
+   * UNAVAILABLE. Keep it below the tunnel's own drain grace, so that they end with that status
+   * rather than with the tunnel (a cut also reads UNAVAILABLE, without the explanation).
+   * Default 5 s.
+   */
+  drainGraceMs?: number;
+}
+
+/**
+ * The `KIND_GRPC` handler for a {@link StreamDispatcher} whose context is the tunnel a stream
+ * arrived on: serves the stream with `server`, the tunnel's identity as the calls' peer (what
+ * `server.peerOf(call)` returns; nothing in a request can change it). When the tunnel starts
+ * draining (either end sent GoAway: age limit, shutdown, a departing peer), its gRPC connections
+ * get HTTP/2 GOAWAY at once, so the client takes its next calls to its next tunnel while the
+ * running ones finish here.
+ */
+export function tunnelGrpcHandler<I>(
+  server: GrpcStreamServer<I>,
+  opts: TunnelGrpcHandlerOptions = {},
+): StreamHandler<TunnelSession<I>> {
+  const graceMs = opts.drainGraceMs ?? DEFAULT_CLOSE_GRACE_MS;
+  return (stream: Duplex, _header, session) => {
+    server.inject(stream, session.identity);
+    const onDraining = () => void server.drain(stream, graceMs);
+    if (session.draining) return onDraining();
+    session.once("draining", onDraining);
+    stream.once("close", () => session.off("draining", onDraining));
+  };
+}
