@@ -2,13 +2,11 @@
 // built from them. A new capability is a folder under modules/ whose agentk half joins
 // `agentkModules`.
 import {
-  createTunnelChannel,
   HandshakeError,
-  Kind,
-  openWithHeader,
   TunnelClient,
   type TunnelClientOptions,
   type TunnelSession,
+  tunnelClientChannel,
 } from "../../lib/tunnel/index.ts";
 import { agentTrackerAgentModule } from "../../modules/agent_tracker/agentk/module.ts";
 import { kubernetesApiAgentModule } from "../../modules/kubernetes_api/agentk/module.ts";
@@ -81,12 +79,9 @@ export function createAgent(config: AgentkConfig, deps: AgentDeps): Agent {
     // Never rejects: refusals and handler failures go to the log and metrics.
     onStream: (stream, session) => void httpServices.dispatcher.handle(stream, session),
   });
-  // gRPC to kas: one HTTP/2 connection over a `grpc` stream on the active tunnel, reopened on
-  // the next call when that stream ends.
-  const kasRpc = createTunnelChannel(
-    (signal) => openWithHeader((s) => client.open(undefined, s), { kind: Kind.KIND_GRPC }, { signal }),
-    { label: "kas" },
-  );
+  // gRPC to kas: one HTTP/2 connection over a `grpc` stream on the active tunnel, moved to the
+  // next tunnel when kas drains this one.
+  const kasRpc = tunnelClientChannel(client, { label: "kas" });
   const runner = new ModuleRunner<AgentkModuleDeps>(agentkModules(config, kasConnectionModule(config, deps)));
   const moduleDeps: AgentkModuleDeps = {
     log,

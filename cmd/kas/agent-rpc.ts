@@ -1,22 +1,26 @@
-import type { Duplex } from "node:stream";
 import * as grpc from "@grpc/grpc-js";
-import { createGrpcStreamServer } from "../../lib/tunnel/index.ts";
+import { createGrpcStreamServer, type StreamHandler, tunnelGrpcHandler } from "../../lib/tunnel/index.ts";
 import type { AgentRpc, AgentSession } from "../../modules/runtime/index.ts";
 
 /** kas's end of the agents' gRPC channel: one grpc-js server, fed with the `grpc` streams agents open. */
 export interface AgentRpcServer extends AgentRpc {
-  /** Serves the HTTP/2 connection an agent runs over `stream`, which came over `session`. */
-  inject(stream: Duplex, session: AgentSession): void;
-  /** GOAWAY on every connection; calls in flight get `graceMs`. */
+  /**
+   * The `KIND_GRPC` stream handler: serves an agent's HTTP/2 connection, its calls tagged with the
+   * tunnel they came over; when that tunnel drains, its connections get GOAWAY so the agent moves
+   * its calls to its next tunnel.
+   */
+  readonly handler: StreamHandler<AgentSession>;
+  /** GOAWAY on every connection; calls in flight get `graceMs`, then end UNAVAILABLE. */
   close(graceMs: number): Promise<void>;
 }
 
-export function createAgentRpcServer(): AgentRpcServer {
+/** `drainGraceMs`: how long calls on a draining tunnel may run on (below the tunnel's own grace). */
+export function createAgentRpcServer(drainGraceMs: number): AgentRpcServer {
   const server = new grpc.Server();
   const streams = createGrpcStreamServer<AgentSession>(server);
   return {
     server,
-    inject: (stream, session) => streams.inject(stream, session),
+    handler: tunnelGrpcHandler(streams, { peer: (session: AgentSession) => session, drainGraceMs }),
     agentOf(call) {
       const session = streams.peerOf(call);
       if (session) return session;

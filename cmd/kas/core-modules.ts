@@ -108,7 +108,7 @@ export function agentRpcModule(rpc: AgentRpcServer): KasModuleFactory {
     name: "agent_rpc",
     phase: Phase.core,
     create({ agentStreams }) {
-      agentStreams.register(Kind.KIND_GRPC, (stream, _header, session) => rpc.inject(stream, session));
+      agentStreams.register(Kind.KIND_GRPC, rpc.handler);
       return { name: "agent_rpc", close: (graceMs) => rpc.close(graceMs) };
     },
   };

@@ -143,7 +143,8 @@ export function createKasServer(options: KasServerOptions): KasServer {
         });
         agentHttp = new AgentHttpProxy(router, { dialTimeoutMs: config.agent.dialTimeoutMs });
         const api = new ApiRouteTable();
-        const agentRpc = createAgentRpcServer();
+        // Calls on a draining tunnel end within half its grace, so they end with their own status.
+        const agentRpc = createAgentRpcServer(config.shutdownGracePeriodMs / 2);
         const modules: KasModuleFactory[] = [
           observabilityModule({
             listen: config.observability.listen.address,

@@ -3,7 +3,9 @@ import type { StreamHandler } from "../header/index.ts";
 import type { TunnelSession } from "../session/tunnel-session.ts";
 import { DEFAULT_CLOSE_GRACE_MS, type GrpcStreamServer } from "./stream-server.ts";
 
-export interface TunnelGrpcHandlerOptions {
+export interface TunnelGrpcHandlerOptions<I, P> {
+  /** What `server.peerOf(call)` returns for the calls of a tunnel. Default: the tunnel's identity. */
+  peer?: (session: TunnelSession<I>) => P;
   /**
    * Once a tunnel drains, how long calls on its gRPC connections may run before they end with
    * UNAVAILABLE. Keep it below the tunnel's own drain grace, so that they end with that status
@@ -21,13 +23,14 @@ export interface TunnelGrpcHandlerOptions {
  * get HTTP/2 GOAWAY at once, so the client takes its next calls to its next tunnel while the
  * running ones finish here.
  */
-export function tunnelGrpcHandler<I>(
-  server: GrpcStreamServer<I>,
-  opts: TunnelGrpcHandlerOptions = {},
+export function tunnelGrpcHandler<I, P = I>(
+  server: GrpcStreamServer<P>,
+  opts: TunnelGrpcHandlerOptions<I, P> = {},
 ): StreamHandler<TunnelSession<I>> {
   const graceMs = opts.drainGraceMs ?? DEFAULT_CLOSE_GRACE_MS;
+  const peer = opts.peer ?? ((session: TunnelSession<I>) => session.identity as unknown as P);
   return (stream: Duplex, _header, session) => {
-    server.inject(stream, session.identity);
+    server.inject(stream, peer(session));
     const onDraining = () => void server.drain(stream, graceMs);
     if (session.draining) return onDraining();
     session.once("draining", onDraining);

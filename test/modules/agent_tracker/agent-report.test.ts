@@ -75,11 +75,33 @@ describe("agent tracker: agentk reports itself, kas lists it", () => {
     );
     expect((await list())[0]).toMatchObject({ agentId: "42", tunnels: 2 });
   });
+
+  test("kas drains a tunnel: the agent's gRPC channel moves to its next tunnel, which reports again", async () => {
+    const before = [...kas.kas.agents!.server.sessions].filter((t) => t.identity.agentId === "43");
+    expect(before).toHaveLength(1);
+    before[0]!.goAway(); // as for max_connection_age: GoAway, and GOAWAY on its gRPC connections
+    // The old tunnel closes once its gRPC connection has left it: nothing else holds it.
+    await new Promise((resolve) =>
+      before[0]!.closed ? resolve(undefined) : before[0]!.once("close", resolve),
+    );
+    await until(
+      async () => (await list()).find((a) => a.agentId === "43")?.pods?.length === 1,
+      10_000,
+      "agent 43's pod listed for its new tunnel",
+    );
+    const after = [...kas.kas.agents!.server.sessions].filter((t) => t.identity.agentId === "43");
+    expect(after).toHaveLength(1);
+    expect(after[0]).not.toBe(before[0]);
+    expect((await list()).find((a) => a.agentId === "43")).toMatchObject({
+      tunnels: 1,
+      pods: [{ name: "other" }],
+    });
+  });
 });
 
 describe("the agents' gRPC server", () => {
   test("a call that did not come over an agent's tunnel is UNAUTHENTICATED", async () => {
-    const rpc = createAgentRpcServer();
+    const rpc = createAgentRpcServer(1000);
     // Served on a plain port: no tunnel, so no agent behind the call.
     const { addAgentTrackerService } = await import("../../../modules/agent_tracker/kas/rpc.ts");
     addAgentTrackerService(rpc, { report: () => {} });
