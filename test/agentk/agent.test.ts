@@ -11,9 +11,10 @@ import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { RejectCode, StreamRejectedError } from "../../lib/tunnel/index.ts";
 import { type KubeApiServer, startKubeApiServer } from "../support/kube-apiserver.ts";
+import { closedPort } from "../support/ports.ts";
 import { until } from "../support/until.ts";
 import { kubeClient, rawUpgrade } from "./support/kube-client.ts";
-import { freePort, type JsonLinesProcess, msg, spawnAgentk } from "./support/processes.ts";
+import { type JsonLinesProcess, msg, observabilityUrl, spawnAgentk } from "./support/processes.ts";
 import { type StandInKas, startStandInKas } from "./support/stand-in-kas.ts";
 
 const TOKEN = "glagent-Zq8Xw3Rt6Yu1Io4Pa7Sd0Fg2";
@@ -44,8 +45,6 @@ beforeAll(async () => {
   const tokenFile = join(dir, "token");
   await writeFile(tokenFile, TOKEN);
   const kubeconfig = await api.writeKubeconfig(join(dir, "kubeconfig"));
-  const port = await freePort();
-  observability = `http://127.0.0.1:${port}`;
   agent = spawnAgentk(
     [
       "--kas-address",
@@ -57,18 +56,19 @@ beforeAll(async () => {
       "--service",
       `prometheus=http://127.0.0.1:${(service.address() as AddressInfo).port}/prefix`,
       "--service",
-      `gone=http://127.0.0.1:${await freePort()}`,
+      `gone=http://127.0.0.1:${await closedPort()}`,
       "--kas-header",
       "X-Request-Source: agentk-test",
       "--keepalive-interval",
       "200ms",
     ],
     {
-      AGENTK_OBSERVABILITY_LISTEN_ADDRESS: `127.0.0.1:${port}`,
+      AGENTK_OBSERVABILITY_LISTEN_ADDRESS: "127.0.0.1:0",
       POD_NAME: "agentk-7d9f",
       POD_NAMESPACE: "gitlab-agent",
     },
   );
+  observability = await observabilityUrl(agent);
   await agent.waitFor(msg("connected to kas"));
 });
 

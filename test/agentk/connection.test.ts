@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { RejectCode, StreamRejectedError } from "../../lib/tunnel/index.ts";
 import { startConnectProxy } from "../support/connect-proxy.ts";
 import { testPki } from "../support/tls-certs.ts";
-import { freePort, msg, spawnAgentk, spawnStandInKas } from "./support/processes.ts";
+import { msg, observabilityUrl, spawnAgentk, spawnStandInKas } from "./support/processes.ts";
 import { startStandInKas } from "./support/stand-in-kas.ts";
 
 const TOKEN = "glagent-Hx2Kd9Lm4Np7Qr0St3Vw6Yz1";
@@ -37,7 +37,6 @@ afterAll(async () => {
 
 /** agentk with an observability port of its own, no Kubernetes configuration, one service "hello". */
 async function agentk(kasAddress: string, extraArgs: string[] = [], env: NodeJS.ProcessEnv = {}) {
-  const port = await freePort();
   const proc = spawnAgentk(
     [
       "--kas-address",
@@ -48,9 +47,9 @@ async function agentk(kasAddress: string, extraArgs: string[] = [], env: NodeJS.
       `hello=${serviceUrl}`,
       ...extraArgs,
     ],
-    { AGENTK_OBSERVABILITY_LISTEN_ADDRESS: `127.0.0.1:${port}`, ...env },
+    { AGENTK_OBSERVABILITY_LISTEN_ADDRESS: "127.0.0.1:0", ...env },
   );
-  return Object.assign(proc, { observability: `http://127.0.0.1:${port}` });
+  return Object.assign(proc, { observability: await observabilityUrl(proc) });
 }
 
 async function hello(kas: { http(service: string): import("undici").Dispatcher }): Promise<string> {
@@ -105,8 +104,8 @@ describe("agentk's tunnel", () => {
   });
 
   test("kill -9 of kas: the agent reconnects when kas is back on its address", async () => {
-    const port = await freePort();
-    let kas = await spawnStandInKas(port, TOKEN);
+    let kas = await spawnStandInKas(0, TOKEN);
+    const port = new URL(String((await kas.waitFor((l) => l.event === "listening"))[0]!.url)).port;
     const agent = await agentk(`ws://127.0.0.1:${port}`);
     try {
       await kas.waitFor((l) => l.event === "session");
@@ -114,7 +113,7 @@ describe("agentk's tunnel", () => {
       kas.kill("SIGKILL");
       await kas.exitCode();
       await agent.waitFor(msg("tunnel to kas closed"));
-      kas = await spawnStandInKas(port, TOKEN);
+      kas = await spawnStandInKas(Number(port), TOKEN);
       // The agent's backoff grew while kas was down: allow for a few rounds of it.
       await kas.waitFor((l) => l.event === "session", 1, 40_000);
       await agent.waitFor(msg("connected to kas"), 2);
@@ -125,8 +124,8 @@ describe("agentk's tunnel", () => {
   });
 
   test("kas closes its listener and comes back: the agent reconnects and serves again", async () => {
-    const port = await freePort();
-    let kas = await startStandInKas({ token: TOKEN, port });
+    let kas = await startStandInKas({ token: TOKEN });
+    const { port } = kas;
     const agent = await agentk(`ws://127.0.0.1:${port}`);
     try {
       expect(await hello(kas)).toBe("hello from /ping\n");

@@ -5,13 +5,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { startInProcessAgentk } from "../support/agentk-in-process.ts";
 import { RedisServer } from "../support/redis-server.ts";
 import { until } from "../support/until.ts";
 import { AGENT_ID, gitlabJwt, TOKEN, writeFixtures } from "./support/fixtures.ts";
 import { type KasProcess, listenAddressOf, portsEnv, spawnKas } from "./support/kas-process.ts";
-import { startStandInAgent } from "./support/stand-in-agent.ts";
 
-// kas as a process (cmd/kas/main.ts), agents made from the library (test/kas/support).
+// kas as a process (cmd/kas/main.ts), agentk in this process (its real modules).
 describe("kas process, end to end", () => {
   let dir: string;
   let files: Awaited<ReturnType<typeof writeFixtures>>;
@@ -50,13 +50,13 @@ describe("kas process, end to end", () => {
     cleanup.push(() => kas.kill());
     return kas;
   };
-  const agent = (
+  const agent = async (
     kas: KasProcess,
     token = TOKEN,
     backoff?: { initialMs: number; maxMs: number; factor: number },
   ) => {
-    const a = startStandInAgent({
-      url: kas.addresses.agent,
+    const a = await startInProcessAgentk({
+      kasUrl: kas.addresses.agent,
       token,
       services: { prometheus: service },
       ...(backoff && { backoff }),
@@ -71,7 +71,7 @@ describe("kas process, end to end", () => {
 
   it("an agent connects; GitLab's request reaches its service through kas; metrics show it", async () => {
     const kas = await start();
-    await agent(kas).client.ready(10_000);
+    await (await agent(kas)).agent.client.ready(10_000);
     const res = await api(kas, `/api/v1/agents/${AGENT_ID}/services/prometheus/metrics`);
     expect(res.status).toBe(200);
     expect(await res.text()).toBe("up 1\n");
@@ -88,17 +88,15 @@ describe("kas process, end to end", () => {
 
   it("a wrong token: 401, and the agent backs off instead of hammering kas", async () => {
     const kas = await start();
-    const a = agent(kas, "not-a-token", { initialMs: 100, maxMs: 1000, factor: 2 });
-    await until(() => a.rejected.length >= 1, 10_000, "a refused handshake");
-    const before = a.rejected.length;
-    // Over 1.5 s the backoff (100, 200, 400, 800 ms… ±20 %) allows at most a handful of
-    // attempts; a retry loop without backoff would make hundreds.
-    await new Promise((r) => setTimeout(r, 1500));
-    const during = a.rejected.length - before;
-    expect(during).toBeGreaterThanOrEqual(1);
-    expect(during).toBeLessThanOrEqual(5);
+    const a = await agent(kas, "not-a-token", { initialMs: 100, maxMs: 1000, factor: 2 });
+    const delays: number[] = [];
+    a.agent.client.on("retry", ({ delayMs }) => delays.push(delayMs));
+    await until(() => delays.length >= 4, 10_000, "four refused handshakes");
+    // Each wait is longer than the one before (100, 200, 400, 800 ms, each ±20 %): a backoff, not a loop.
+    for (let i = 1; i < 4; i++) expect(delays[i]!).toBeGreaterThan(delays[i - 1]!);
+    expect(delays[3]!).toBeGreaterThanOrEqual(640);
     expect(new Set(a.rejected)).toEqual(new Set([401]));
-    await a.client.stop(0); // no more attempts: kas's count can be compared
+    await a.agent.client.stop(0); // no more attempts: kas's count can be compared
     const metrics = await (await fetch(`${kas.addresses.observability}/metrics`)).text();
     const counted = Number(
       /^kas_agent_authentications_total\{result="unauthenticated"\} (\d+)$/m.exec(metrics)?.[1],
@@ -109,7 +107,7 @@ describe("kas process, end to end", () => {
 
   it("SIGTERM during a streaming response: the response completes, then kas exits 0", async () => {
     const kas = await start({ KAS_SHUTDOWN_GRACE_PERIOD: "10s" });
-    await agent(kas).client.ready(10_000);
+    await (await agent(kas)).agent.client.ready(10_000);
     const res = await api(kas, `/api/v1/agents/${AGENT_ID}/services/prometheus/stream`);
     const reader = res.body!.getReader();
     expect(Buffer.from((await reader.read()).value!).toString()).toBe("first\n");
@@ -135,7 +133,7 @@ describe("kas process, end to end", () => {
 
   it("kill -9 on kas: the agent reconnects once kas is back on the same address", async () => {
     const first = await start();
-    const a = agent(first);
+    const a = (await agent(first)).agent;
     const tunnel = await a.client.ready(10_000);
     first.child.kill("SIGKILL");
     await once(tunnel, "close");
@@ -166,7 +164,7 @@ describe("kas process, end to end", () => {
       };
       const [a, b] = await Promise.all([start(shared), start(shared)]);
       expect(a.addresses.privateApi).toMatch(/^ws:\/\/127\.0\.0\.1:\d+/);
-      await agent(a).client.ready(10_000);
+      await (await agent(a)).agent.client.ready(10_000);
       const res = await api(b, `/api/v1/agents/${AGENT_ID}/services/prometheus/metrics`);
       expect(res.status).toBe(200);
       expect(await res.text()).toBe("up 1\n");

@@ -1,9 +1,9 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { closedPort } from "./ports.ts";
 
 export interface RedisServerOptions {
   /** Listen on a unix socket in the temp dir instead of a loopback TCP port. */
@@ -39,10 +39,22 @@ export class RedisServer {
   static async start(opts: RedisServerOptions = {}): Promise<RedisServer> {
     const server = new RedisServer(opts);
     server.#dir = await mkdtemp(join(tmpdir(), "redis-test-"));
-    if (opts.unixSocket) server.path = join(server.#dir, "redis.sock");
-    else server.port = await freePort();
-    await server.start();
-    return server;
+    if (opts.unixSocket) {
+      server.path = join(server.#dir, "redis.sock");
+      await server.start();
+      return server;
+    }
+    // redis-server cannot take port 0 (it means "no TCP"): it gets a port the OS just handed out,
+    // and should another process take that port first, the next one.
+    for (let attempt = 1; ; attempt++) {
+      server.port = await closedPort();
+      try {
+        await server.start();
+        return server;
+      } catch (err) {
+        if (attempt >= 5 || !/address already in use/i.test((err as Error).message)) throw err;
+      }
+    }
   }
 
   /** ioredis connection fields for this server. */
@@ -132,16 +144,4 @@ export class RedisServer {
     await this.stop();
     await rm(this.#dir, { recursive: true, force: true });
   }
-}
-
-/** A port free right now on 127.0.0.1 (the kernel picks it; it is released at once). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
 }

@@ -1,6 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
-import { type AddressInfo, createServer } from "node:net";
 import { join } from "node:path";
 
 const AGENTK_MAIN = join(import.meta.dirname, "../../../cmd/agentk/main.ts");
@@ -87,14 +86,10 @@ export async function spawnStandInKas(port: number, token: string): Promise<Json
   return kas;
 }
 
-/** A loopback port free right now (for a server that must come back on the same address). */
-export async function freePort(): Promise<number> {
-  const probe = createServer().listen(0, "127.0.0.1");
-  await once(probe, "listening");
-  const { port } = probe.address() as AddressInfo;
-  probe.close();
-  await once(probe, "close");
-  return port;
+/** Where agentk's observability listener ended up (it listens on port 0 in tests): from its "agentk starting" line. */
+export async function observabilityUrl(agent: JsonLinesProcess): Promise<string> {
+  const [line] = await agent.waitFor(msg("agentk starting"));
+  return String(line!.url);
 }
 
 /** Log lines with this message. */

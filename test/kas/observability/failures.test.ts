@@ -3,8 +3,9 @@ import { createServer, type ServerResponse } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Kind, openWithHeader } from "../../../lib/tunnel/index.ts";
 import { type InProcessAgentk, startInProcessAgentk } from "../../support/agentk-in-process.ts";
+import { until } from "../../support/until.ts";
 import { memoryLogger } from "../auth/helpers.ts";
-import { AGENT_ID, gitlabJwt, TOKEN, until } from "../support/fixtures.ts";
+import { AGENT_ID, gitlabJwt, TOKEN } from "../support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "../support/in-process.ts";
 
 // Issue 10, item 5: failures after a response or a stream got going were swallowed and counted as success.

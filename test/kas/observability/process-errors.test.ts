@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { freePort } from "../../agentk/support/processes.ts";
+import { closedPort } from "../../support/ports.ts";
 import { exitCode } from "../../support/run-main.ts";
 import { until } from "../../support/until.ts";
 import { portsEnv } from "../support/kas-process.ts";
@@ -40,6 +40,7 @@ function spawnDaemon(main: string, args: string[], env: NodeJS.ProcessEnv) {
             msg: string;
             err?: { message?: string };
             addresses?: { observability: string };
+            url?: string;
           },
       );
   return { child, lines };
@@ -92,12 +93,12 @@ describe("process error policy (both daemons, as processes)", () => {
   test("agentk", async () => {
     const tokenFile = join(dir, "token");
     await writeFile(tokenFile, "glagent-Mn4bV7cX1zL8kJ5hG2fD9sA0");
-    const [port, closedPort] = [await freePort(), await freePort()];
     const agentk = spawnDaemon(
       join(ROOT, "cmd/agentk/main.ts"),
-      ["--kas-address", `ws://127.0.0.1:${closedPort}`, "--token-file", tokenFile],
-      { AGENTK_OBSERVABILITY_LISTEN_ADDRESS: `127.0.0.1:${port}`, POD_NAME: "agentk-0" },
+      ["--kas-address", `ws://127.0.0.1:${await closedPort()}`, "--token-file", tokenFile],
+      { AGENTK_OBSERVABILITY_LISTEN_ADDRESS: "127.0.0.1:0", POD_NAME: "agentk-0" },
     );
-    await checkPolicy(agentk, "agentk starting", () => answers(`http://127.0.0.1:${port}/liveness`));
+    const observability = () => agentk.lines().find((l) => l.msg === "agentk starting")?.url;
+    await checkPolicy(agentk, "agentk starting", () => answers(`${observability()}/liveness`));
   });
 });

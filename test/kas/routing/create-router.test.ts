@@ -10,7 +10,8 @@ import { createKasRouter, toWebSocketUrl } from "../../../cmd/kas/routing/index.
 import { ask, eventually, serveAgents, startAgent } from "../../router/harness.ts";
 import { RedisServer } from "../../support/redis-server.ts";
 import { testPki } from "../../support/tls-certs.ts";
-import { inProcessConfig, until, writeFixtures } from "../support/fixtures.ts";
+import { until } from "../../support/until.ts";
+import { inProcessConfig, writeFixtures } from "../support/fixtures.ts";
 
 describe("kas router from configuration", () => {
   let dir: string;
@@ -124,7 +125,9 @@ describe("kas router from configuration", () => {
       expect(await keysWritten(viaSentinel, { host: "127.0.0.1", port: redis.port })).not.toEqual([]);
       // Without the CA, the server's certificate is not trusted: never ready.
       const untrusted = { ...overTls, tls: { enabled: true } };
-      await expect(keysWritten(untrusted, tlsClient)).rejects.toThrow(/ready with Redis not met/);
+      await expect(keysWritten(untrusted, tlsClient)).rejects.toThrow(
+        /timed out after \d+ ms waiting for ready with Redis/,
+      );
     } finally {
       await sentinel.close();
       await tlsRedis.close();

@@ -5,8 +5,6 @@ import { SignJWT } from "jose";
 import { buildKasConfig, type KasConfig } from "../../../cmd/kas/config/index.ts";
 import { createLogger, type Logger } from "../../../cmd/kas/observability/index.ts";
 
-export { until } from "../../support/until.ts";
-
 export const TOKEN = "dev-token-for-agent-42";
 export const OTHER_TOKEN = "dev-token-for-agent-43";
 export const THIRD_TOKEN = "dev-token-for-agent-44";

@@ -4,7 +4,7 @@ import type { Duplex } from "node:stream";
 import * as grpc from "@grpc/grpc-js";
 import { afterEach, describe, expect, it } from "vitest";
 import { DRAINED_DETAILS } from "../../../lib/tunnel/grpc/index.ts";
-import { until } from "../yamux/harness.ts";
+import { until } from "../../support/until.ts";
 import { bidi, unary } from "./client-calls.ts";
 import { type TunnelRig, tunnelRig } from "./rigs.ts";
 import type { Req, Res } from "./test-service.ts";

@@ -3,7 +3,8 @@ import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { fetch, request } from "undici";
 import { afterEach, describe, expect, test } from "vitest";
-import { generated, type Rig, rigs, sha256Of, within } from "./harness.ts";
+import { within } from "../../support/until.ts";
+import { generated, type Rig, rigs, sha256Of } from "./harness.ts";
 
 const MiB = 1024 * 1024;
 
@@ -95,7 +96,7 @@ describe.each(rigs)("HTTP bodies, %s", (_kind, makeRig) => {
     const it = res.body[Symbol.asyncIterator]();
     for (const [i, word] of words.entries()) {
       if (i > 0) body.push(word);
-      const { value } = await within(5000, `echo of ${word}`, it.next());
+      const { value } = await within(it.next(), 5000, `echo of ${word}`);
       expect(Buffer.from(value).toString()).toBe(word);
     }
     body.push(null);

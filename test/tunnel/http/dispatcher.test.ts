@@ -3,7 +3,8 @@ import type { Duplex } from "node:stream";
 import { errors, request, upgrade } from "undici";
 import { afterEach, expect, test } from "vitest";
 import { TunnelDispatcher } from "../../../lib/tunnel/http/index.ts";
-import { closed, deferred, type Rig, TUNNEL_ORIGIN, tunnelRig, within } from "./harness.ts";
+import { within } from "../../support/until.ts";
+import { closed, deferred, type Rig, TUNNEL_ORIGIN, tunnelRig } from "./harness.ts";
 
 let rig: Rig | undefined;
 afterEach(async () => {
@@ -46,7 +47,7 @@ test("the cap spans origins: an idle stream of one origin is closed for a reques
   expect(await Promise.all([get("http://a.test"), get("http://a.test")])).toEqual(["ok", "ok"]);
   expect(rig.client.open).toBe(2);
   const started = performance.now();
-  expect(await within(3000, "request to origin B", get("http://b.test"))).toBe("ok");
+  expect(await within(get("http://b.test"), 3000, "request to origin B")).toBe("ok");
   // Served by evicting an idle stream, not by waiting out the 30 s keep-alive.
   expect(performance.now() - started).toBeLessThan(3000);
   expect(rig.client.all.filter((s) => s.closed)).toHaveLength(1);
@@ -78,7 +79,7 @@ test("upgraded streams count against the cap; a request that cannot get a stream
 
   socket.resume();
   socket.end();
-  await within(5000, "upgraded stream closing", closed(socket));
+  await within(closed(socket), 5000, "upgraded stream closing");
   const res = await request(rig.url("/"), { dispatcher: rig.dispatcher });
   expect(await res.body.text()).toBe("ok");
 });
@@ -121,7 +122,7 @@ test("an open() that hangs is aborted at the connect timeout", async () => {
   );
   try {
     await expect(request(rig.url("/"), { dispatcher })).rejects.toBeInstanceOf(errors.ConnectTimeoutError);
-    expect(await within(1000, "open() abort", aborted.promise)).toBeInstanceOf(errors.ConnectTimeoutError);
+    expect(await within(aborted.promise, 1000, "open() abort")).toBeInstanceOf(errors.ConnectTimeoutError);
     expect(dispatcher.openStreams).toBe(0);
   } finally {
     await dispatcher.destroy();

@@ -181,19 +181,6 @@ export function generated(
   return { chunks: chunks(), digest };
 }
 
-/** Resolves with the emitter's event, or rejects after `ms`. */
-export async function within<T>(ms: number, what: string, p: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
-  });
-  try {
-    return await Promise.race([p, deadline]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 /** An emitter's next `event`, ignoring 'error' (unlike events.once, which rejects on it). */
 export function next(emitter: NodeJS.EventEmitter, event: string): Promise<void> {
   return new Promise((resolve) => emitter.once(event, () => resolve()));

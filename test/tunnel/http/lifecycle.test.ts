@@ -3,7 +3,8 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import { Readable } from "node:stream";
 import { request } from "undici";
 import { afterEach, describe, expect, test } from "vitest";
-import { closed, deferred, next, type Rig, rigs, within } from "./harness.ts";
+import { within } from "../../support/until.ts";
+import { closed, deferred, next, type Rig, rigs } from "./harness.ts";
 
 interface ServerView {
   req: IncomingMessage;
@@ -55,17 +56,17 @@ describe.each(rigs)("connection lifecycle, %s", (kind, makeRig) => {
       dispatcher: rig.dispatcher,
     });
     pending.catch(() => {});
-    await within(5000, "first upload bytes at the server", firstData.promise);
+    await within(firstData.promise, 5000, "first upload bytes at the server");
     ac.abort();
     await expect(pending).rejects.toThrow(/abort/i);
-    await within(5000, "server request close", view.reqClosed);
+    await within(view.reqClosed, 5000, "server request close");
     expect(view.aborted).toBe(true);
     expect(view.req.complete).toBe(false);
-    expect(await within(5000, "server response close", view.resClosed)).toEqual({ finished: false });
+    expect(await within(view.resClosed, 5000, "server response close")).toEqual({ finished: false });
     await within(
+      Promise.all([...rig.client.all, ...rig.accepted.all].map(closed)),
       5000,
       "both ends of the connection closing",
-      Promise.all([...rig.client.all, ...rig.accepted.all].map(closed)),
     );
     if (kind === "tunnel") {
       // The upload's stream was reset. (undici may have opened a spare connection that it resets
@@ -88,14 +89,14 @@ describe.each(rigs)("connection lifecycle, %s", (kind, makeRig) => {
     const ac = new AbortController();
     const res = await request(rig.url("/download"), { signal: ac.signal, dispatcher: rig.dispatcher });
     const it = res.body[Symbol.asyncIterator]();
-    await within(5000, "first download bytes", it.next());
+    await within(it.next(), 5000, "first download bytes");
     ac.abort();
     await expect(it.next()).rejects.toThrow(/abort/i);
-    expect(await within(5000, "server response close", view.resClosed)).toEqual({ finished: false });
+    expect(await within(view.resClosed, 5000, "server response close")).toEqual({ finished: false });
     await within(
+      Promise.all([...rig.client.all, ...rig.accepted.all].map(closed)),
       5000,
       "both ends of the connection closing",
-      Promise.all([...rig.client.all, ...rig.accepted.all].map(closed)),
     );
   });
 
@@ -109,9 +110,9 @@ describe.each(rigs)("connection lifecycle, %s", (kind, makeRig) => {
     const idleSince = performance.now();
     expect(rig.client.open).toBe(1);
     await within(
+      Promise.all([...rig.client.all, ...rig.accepted.all].map(closed)),
       5000,
       "idle connection closing",
-      Promise.all([...rig.client.all, ...rig.accepted.all].map(closed)),
     );
     expect(performance.now() - idleSince).toBeGreaterThanOrEqual(250);
     expect(rig.client.open).toBe(0);
@@ -128,14 +129,14 @@ describe.each(rigs)("connection lifecycle, %s", (kind, makeRig) => {
     let text = "";
     conn.setEncoding("latin1");
     while (!text.endsWith("\r\n\r\nok")) {
-      const [chunk] = (await within(5000, "response", once(conn, "data"))) as [string];
+      const [chunk] = (await within(once(conn, "data"), 5000, "response")) as [string];
       text += chunk;
     }
     expect(text).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
     expect(text).toMatch(/\r\nKeep-Alive: timeout=0\r\n/i);
     const idleSince = performance.now();
     // node:http arms socket.setTimeout(keepAliveTimeout + 1 s) when the connection turns idle.
-    await within(5000, "server closing the idle connection", closed(conn));
+    await within(closed(conn), 5000, "server closing the idle connection");
     expect(performance.now() - idleSince).toBeGreaterThanOrEqual(900);
   });
 
@@ -156,14 +157,14 @@ describe.each(rigs)("connection lifecycle, %s", (kind, makeRig) => {
       }),
     );
     const results = await within(
-      20_000,
-      "64 responses",
       Promise.all(
         Array.from({ length: 64 }, async (_, i) => {
           const res = await request(rig!.url(`/r/${i}`), { dispatcher: rig!.dispatcher });
           return res.body.text();
         }),
       ),
+      20_000,
+      "64 responses",
     );
     expect(results).toEqual(Array.from({ length: 64 }, (_, i) => `/r/${i}`));
     expect(rig.client.peak).toBe(cap);

@@ -3,7 +3,8 @@ import type { Duplex } from "node:stream";
 import { request, upgrade } from "undici";
 import { afterEach, expect, test } from "vitest";
 import { type HttpStreamServer, serveHttp, TunnelDispatcher } from "../../../lib/tunnel/http/index.ts";
-import { closed, deferred, type Rig, sessionPair, tunnelRig, within } from "./harness.ts";
+import { within } from "../../support/until.ts";
+import { closed, deferred, type Rig, sessionPair, tunnelRig } from "./harness.ts";
 
 let rig: (Rig & { served: HttpStreamServer }) | undefined;
 afterEach(async () => {
@@ -47,7 +48,7 @@ test("close() ends idle streams, lets in-flight requests finish with Connection:
   const fast = get("/fast-after-slow");
   const slow1 = get("/slow");
   const slow2 = get("/slow");
-  await within(5000, "both slow requests at the server", bothHeld.promise);
+  await within(bothHeld.promise, 5000, "both slow requests at the server");
   expect(await (await fast).body.text()).toBe("/fast-after-slow");
   expect(rig.accepted.open).toBe(3);
 
@@ -56,7 +57,7 @@ test("close() ends idle streams, lets in-flight requests finish with Connection:
     closeDone = true;
   });
   // The idle stream goes now; the busy ones stay until their responses are out.
-  await within(5000, "idle stream closing", closed(rig.accepted.all[0]!));
+  await within(closed(rig.accepted.all[0]!), 5000, "idle stream closing");
   expect(rig.accepted.open).toBe(2);
   expect(closeDone).toBe(false);
 
@@ -66,13 +67,13 @@ test("close() ends idle streams, lets in-flight requests finish with Connection:
   expect(r2.headers.connection).toBe("close");
   expect(await r1.body.text()).toBe("/slow");
   expect(await r2.body.text()).toBe("/slow");
-  await within(5000, "close() resolving", closing);
+  await within(closing, 5000, "close() resolving");
   expect(rig.accepted.open).toBe(0);
 
   // Streams arriving after close() are turned away.
   const late = await rig.rawConnect();
   late.on("error", () => {});
-  await within(5000, "late stream refused", closed(late));
+  await within(closed(late), 5000, "late stream refused");
   expect(rig.accepted.all.at(-1)!.destroyed).toBe(true);
 });
 
@@ -80,9 +81,9 @@ test("close() resets streams still busy after graceMs", async () => {
   rig = await tunnelRig(createServer(() => {})); // never answers
   const pending = request(rig.url("/hang"), { dispatcher: rig.dispatcher });
   pending.catch(() => {});
-  await within(5000, "request reaching the server", new Promise((r) => rig!.server.once("request", r)));
+  await within(new Promise((r) => rig!.server.once("request", r)), 5000, "request reaching the server");
   const started = performance.now();
-  await within(5000, "close() resolving", rig.served.close({ graceMs: 200 }));
+  await within(rig.served.close({ graceMs: 200 }), 5000, "close() resolving");
   expect(performance.now() - started).toBeGreaterThanOrEqual(190);
   await expect(pending).rejects.toThrow();
   expect(rig.accepted.open).toBe(0);
@@ -97,14 +98,14 @@ test("close() leaves upgraded streams to their upgrade handler", async () => {
   });
   rig = await tunnelRig(server);
   const { socket } = await upgrade(rig.url("/"), { protocol: "raw", dispatcher: rig.dispatcher });
-  await within(5000, "close() resolving", rig.served.close({ graceMs: 60_000 }));
+  await within(rig.served.close({ graceMs: 60_000 }), 5000, "close() resolving");
   socket.write("still here");
   const [echo] = (await within(
+    new Promise((r) => socket.once("data", (d) => r([d]))),
     5000,
     "echo after close()",
-    new Promise((r) => socket.once("data", (d) => r([d]))),
   )) as [Buffer];
   expect(echo.toString()).toBe("still here");
   socket.end();
-  await within(5000, "upgraded stream closing", closed(socket));
+  await within(closed(socket), 5000, "upgraded stream closing");
 });

@@ -1,8 +1,10 @@
+import { once } from "node:events";
 import net from "node:net";
 import type { Duplex } from "node:stream";
-import { afterEach, expect, test } from "vitest";
+import { afterEach, expect, test, vi } from "vitest";
 import { asSocket } from "../../../lib/tunnel/http/index.ts";
-import { closed, next, sessionPair, socketPair, within } from "./harness.ts";
+import { within } from "../../support/until.ts";
+import { closed, next, sessionPair, socketPair } from "./harness.ts";
 
 type Pair = Awaited<ReturnType<typeof sessionPair>>;
 let pair: Pair | undefined;
@@ -47,30 +49,36 @@ test("setTimeout emits 'timeout' after idleness; reads and writes postpone it; 0
   const [a, b] = await streamPair();
   const sock = asSocket(a);
   b.resume();
-  const started = performance.now();
-  let fired = 0;
-  sock.setTimeout(150, () => fired++);
-  expect(sock.timeout).toBe(150);
-  // Activity every 50 ms for 400 ms, half writes and half reads, keeps it quiet.
-  for (let i = 0; i < 8; i++) {
-    await new Promise((r) => setTimeout(r, 50));
-    if (i % 2) sock.write("w");
-    else b.write("r");
-  }
-  expect(fired).toBe(0);
   sock.resume();
-  await within(2000, "'timeout'", next(sock, "timeout"));
-  expect(fired).toBe(1);
-  expect(performance.now() - started).toBeGreaterThanOrEqual(500);
+  let fired = 0;
+  // The idle timer on a fake clock; the bytes still travel for real (each step waits for them).
+  vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+  try {
+    sock.setTimeout(150, () => fired++);
+    expect(sock.timeout).toBe(150);
+    // Activity every 100 ms for 800 ms, half writes and half reads, keeps it quiet.
+    for (let i = 0; i < 8; i++) {
+      if (i % 2) sock.write("w");
+      else {
+        b.write("r");
+        await once(sock, "data");
+      }
+      await vi.advanceTimersByTimeAsync(100);
+    }
+    expect(fired).toBe(0);
+    await vi.advanceTimersByTimeAsync(49); // 149 ms since the last activity
+    expect(fired).toBe(0);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(fired).toBe(1);
 
-  sock.setTimeout(100);
-  sock.setTimeout(0);
-  expect(sock.timeout).toBe(0);
-  const quiet = await Promise.race([
-    next(sock, "timeout").then(() => "fired"),
-    new Promise((r) => setTimeout(() => r("quiet"), 300)),
-  ]);
-  expect(quiet).toBe("quiet");
+    sock.setTimeout(100);
+    sock.setTimeout(0);
+    expect(sock.timeout).toBe(0);
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(fired).toBe(1);
+  } finally {
+    vi.useRealTimers();
+  }
 });
 
 test("destroySoon half-closes (FIN, not reset) and the stream closes once the peer ends too", async () => {
@@ -86,12 +94,12 @@ test("destroySoon half-closes (FIN, not reset) and the stream closes once the pe
   b.on("data", (d: string) => {
     got += d;
   });
-  await within(5000, "peer seeing end", next(b, "end"));
+  await within(next(b, "end"), 5000, "peer seeing end");
   expect(got).toBe("last words");
   expect(a.destroyed).toBe(false);
   a.resume();
   b.end();
-  await within(5000, "both ends closing", Promise.all([closed(a), closed(b)]));
+  await within(Promise.all([closed(a), closed(b)]), 5000, "both ends closing");
   expect(errors).toEqual([]);
 });
 
@@ -101,6 +109,6 @@ test("allowHalfOpen: false ends our side when the peer's FIN arrives, as net.con
   a.resume();
   b.resume();
   b.end();
-  await within(5000, "our FIN reaching the peer", next(b, "end"));
-  await within(5000, "both ends closing", Promise.all([closed(a), closed(b)]));
+  await within(next(b, "end"), 5000, "our FIN reaching the peer");
+  await within(Promise.all([closed(a), closed(b)]), 5000, "both ends closing");
 });

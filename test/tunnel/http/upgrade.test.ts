@@ -4,7 +4,8 @@ import type { Duplex } from "node:stream";
 import { connect, upgrade, WebSocket } from "undici";
 import { afterEach, describe, expect, test } from "vitest";
 import { WebSocketServer } from "ws";
-import { closed, deferred, type Rig, rigs, sha256Of, within } from "./harness.ts";
+import { within } from "../../support/until.ts";
+import { closed, deferred, type Rig, rigs, sha256Of } from "./harness.ts";
 
 /** Reads exactly `n` bytes from a stream. */
 async function readExactly(stream: Duplex, n: number): Promise<Buffer> {
@@ -13,7 +14,7 @@ async function readExactly(stream: Duplex, n: number): Promise<Buffer> {
   while (have < n) {
     const chunk = stream.read(Math.min(n - have, stream.readableLength || 1)) as Buffer | null;
     if (chunk === null) {
-      await within(5000, `${n - have} more bytes`, new Promise((r) => stream.once("readable", r)));
+      await within(new Promise((r) => stream.once("readable", r)), 5000, `${n - have} more bytes`);
       continue;
     }
     parts.push(chunk);
@@ -64,11 +65,11 @@ describe.each(rigs)("upgrades, %s", (_kind, makeRig) => {
     const data = randomBytes(1024 * 1024);
     const echoed = sha256Of(socket);
     socket.end(data);
-    expect(await within(10_000, "echo of 1 MiB", echoed)).toEqual({
+    expect(await within(echoed, 10_000, "echo of 1 MiB")).toEqual({
       hex: createHash("sha256").update(data).digest("hex"),
       bytes: data.length,
     });
-    await within(5000, "upgraded stream closing", closed(socket));
+    await within(closed(socket), 5000, "upgraded stream closing");
   });
 
   test("CONNECT hands both sides the raw stream", async () => {
@@ -83,7 +84,7 @@ describe.each(rigs)("upgrades, %s", (_kind, makeRig) => {
     expect((await readExactly(socket, 4)).toString()).toBe("ping");
     socket.resume();
     socket.end();
-    await within(5000, "CONNECT stream closing", closed(socket));
+    await within(closed(socket), 5000, "CONNECT stream closing");
   });
 
   test("a WebSocket (undici client, ws server) talks over the upgraded connection", async () => {
@@ -107,19 +108,19 @@ describe.each(rigs)("upgrades, %s", (_kind, makeRig) => {
       messages.push(ev.data as string | ArrayBuffer);
       if (messages.length === 2) gotTwo.resolve();
     });
-    await within(5000, "websocket open", new Promise((r) => ws.addEventListener("open", r)));
+    await within(new Promise((r) => ws.addEventListener("open", r)), 5000, "websocket open");
     const blob = randomBytes(256 * 1024);
     ws.send("hello over the tunnel");
     ws.send(blob);
-    await within(5000, "two echoed messages", gotTwo.promise);
+    await within(gotTwo.promise, 5000, "two echoed messages");
     expect(messages[0]).toBe("hello over the tunnel");
     expect(Buffer.from(messages[1] as ArrayBuffer).equals(blob)).toBe(true);
 
     const clientClosed = new Promise<{ wasClean: boolean }>((r) => ws.addEventListener("close", r));
     ws.close(1000, "done");
-    expect(await within(5000, "server close", serverClosed.promise)).toEqual({ code: 1000, reason: "done" });
-    expect((await within(5000, "client close", clientClosed)).wasClean).toBe(true);
-    await within(5000, "websocket connection closing", Promise.all(rig.client.all.map(closed)));
+    expect(await within(serverClosed.promise, 5000, "server close")).toEqual({ code: 1000, reason: "done" });
+    expect((await within(clientClosed, 5000, "client close")).wasClean).toBe(true);
+    await within(Promise.all(rig.client.all.map(closed)), 5000, "websocket connection closing");
     wss.close();
   });
 });

@@ -15,7 +15,8 @@ import {
   TunnelAcceptor,
 } from "../../../lib/tunnel/transport/index.ts";
 import { testPki } from "../../support/tls-certs.ts";
-import { Accepted, dialed, readBytes, within } from "./helpers.ts";
+import { within } from "../../support/until.ts";
+import { Accepted, dialed, readBytes } from "./helpers.ts";
 
 async function listenOn(server: Server): Promise<number> {
   server.listen(0, "127.0.0.1");

@@ -6,7 +6,8 @@ import {
   type HandshakeRequest,
   type RejectedHandshake,
 } from "../../../lib/tunnel/transport/index.ts";
-import { dialed, startServer, VARIANTS, within } from "./helpers.ts";
+import { within } from "../../support/until.ts";
+import { dialed, startServer, VARIANTS } from "./helpers.ts";
 
 async function dialError(url: string, options: Parameters<typeof dial>[1]): Promise<HandshakeError> {
   const err = await dial(url, options).then(

@@ -9,6 +9,7 @@ import {
   type TunnelListener,
 } from "../../../lib/tunnel/transport/index.ts";
 import { testPki } from "../../support/tls-certs.ts";
+import { within } from "../../support/until.ts";
 
 /** The four ways a tunnel can be carried. */
 export const VARIANTS = [
@@ -19,15 +20,6 @@ export const VARIANTS = [
 ] as const;
 
 export type Variant = (typeof VARIANTS)[number];
-
-/** Rejects if `promise` has not settled within `ms`. */
-export function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
-  });
-  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
-}
 
 /** Collects exactly `n` bytes from a flowing stream. */
 export function readBytes(stream: Readable, n: number, ms = 10_000): Promise<Buffer> {

@@ -12,7 +12,8 @@ import {
   TransportError,
 } from "../../../lib/tunnel/transport/index.ts";
 import { testPki } from "../../support/tls-certs.ts";
-import { dialed, nextError, readBytes, startServer, VARIANTS, within } from "./helpers.ts";
+import { within } from "../../support/until.ts";
+import { dialed, nextError, readBytes, startServer, VARIANTS } from "./helpers.ts";
 
 function failure(promise: Promise<unknown>): Promise<HandshakeError> {
   return promise.then(

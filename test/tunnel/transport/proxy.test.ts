@@ -3,7 +3,8 @@ import { type AddressInfo, createServer, type Socket } from "node:net";
 import { afterEach, beforeEach, describe, expect, onTestFinished, test } from "vitest";
 import { dial, type HandshakeError } from "../../../lib/tunnel/transport/index.ts";
 import { type ConnectProxy, startConnectProxy } from "../../support/connect-proxy.ts";
-import { dialed, readBytes, startServer, VARIANTS, within } from "./helpers.ts";
+import { within } from "../../support/until.ts";
+import { dialed, readBytes, startServer, VARIANTS } from "./helpers.ts";
 
 const PROXY_VARS = [
   "HTTPS_PROXY",

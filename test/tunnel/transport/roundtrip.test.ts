@@ -2,7 +2,8 @@ import { randomBytes } from "node:crypto";
 import { once } from "node:events";
 import { describe, expect, test } from "vitest";
 import { ConnectionClosedError, TUNNEL_SUBPROTOCOL } from "../../../lib/tunnel/transport/index.ts";
-import { dialed, readBytes, startServer, VARIANTS, within } from "./helpers.ts";
+import { within } from "../../support/until.ts";
+import { dialed, readBytes, startServer, VARIANTS } from "./helpers.ts";
 
 describe.each(VARIANTS)("$name", (variant) => {
   test("the server's first message, sent synchronously on accept, arrives", async () => {

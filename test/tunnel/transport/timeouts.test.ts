@@ -4,7 +4,8 @@ import { type AddressInfo, connect, createServer, type Server, type Socket } fro
 import { connect as tlsConnect } from "node:tls";
 import { describe, expect, onTestFinished, test } from "vitest";
 import { dial, TransportError } from "../../../lib/tunnel/transport/index.ts";
-import { startServer, within } from "./helpers.ts";
+import { within } from "../../support/until.ts";
+import { startServer } from "./helpers.ts";
 
 /** A TCP server that accepts connections and never says anything. */
 async function silentServer(): Promise<{ port: number; accepted: Socket[] }> {

@@ -11,7 +11,8 @@ import {
   type YamuxStream,
 } from "../../../lib/tunnel/yamux/index.ts";
 import { delayedStreamPair } from "../../support/loopback.ts";
-import { rawPair, type SessionPair, sessionPair, sha256, sha256Of, until } from "./harness.ts";
+import { until } from "../../support/until.ts";
+import { rawPair, type SessionPair, sessionPair, sha256, sha256Of } from "./harness.ts";
 
 let pair: SessionPair | undefined;
 afterEach(() => pair?.close());

@@ -14,6 +14,7 @@ import {
 } from "../../../lib/tunnel/yamux/index.ts";
 import { sha256Of } from "../../support/digest.ts";
 import { socketPair } from "../../support/loopback.ts";
+import { until } from "../../support/until.ts";
 
 export { type SessionPair, sessionPair, socketPair } from "../../support/loopback.ts";
 export { sha256Of };
@@ -47,15 +48,6 @@ export async function writeRandomly(
 }
 
 export { randomBytes };
-
-/** Resolves when `fn` returns true, checked on each event-loop turn; rejects after `ms`. */
-export async function until(fn: () => boolean, ms = 5000, what = "condition"): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!fn()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setImmediate(r));
-  }
-}
 
 /** The far end of a session as raw bytes: the test writes frames by hand and reads what comes back. */
 export class RawPeer {

@@ -8,7 +8,8 @@ import {
   GoAwayCode,
 } from "../../../lib/tunnel/yamux/index.ts";
 import { resolveOptions } from "../../../lib/tunnel/yamux/options.ts";
-import { echo, rawPair, type SessionPair, sessionPair, sha256, sha256Of, until } from "./harness.ts";
+import { until } from "../../support/until.ts";
+import { echo, rawPair, type SessionPair, sessionPair, sha256, sha256Of } from "./harness.ts";
 
 const digestOf = (text: string) => ({ hex: sha256(Buffer.from(text)), bytes: Buffer.byteLength(text) });
 

@@ -8,7 +8,8 @@ import {
   HEADER_SIZE,
   type Session,
 } from "../../../lib/tunnel/yamux/index.ts";
-import { type RawPeer, rawPair, stallPeer, until } from "./harness.ts";
+import { until } from "../../support/until.ts";
+import { type RawPeer, rawPair, stallPeer } from "./harness.ts";
 
 // A peer that keeps provoking control frames (pings, refused SYNs) but never reads our side of
 // the connection must neither grow our memory nor keep the session forever.

@@ -7,7 +7,8 @@ import {
   FrameType,
   type YamuxStream,
 } from "../../../lib/tunnel/yamux/index.ts";
-import { echo, rawPair, type SessionPair, sessionPair, sha256Of, until } from "./harness.ts";
+import { until } from "../../support/until.ts";
+import { echo, rawPair, type SessionPair, sessionPair, sha256Of } from "./harness.ts";
 
 /** Reads to 'end' without destroying the stream (async iteration would destroy it at the end). */
 async function texts(s: YamuxStream): Promise<string> {
