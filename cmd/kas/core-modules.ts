@@ -30,7 +30,7 @@ export function agentListenerModule(o: AgentListenerModuleOptions): KasModuleFac
   return {
     name: "agent_listener",
     phase: Phase.core,
-    create({ log, router, agentStreams, agentTunnels }) {
+    create({ log, router, agentStreams }) {
       let listener: AgentListener | undefined;
       const { listen } = o.config.agent;
       return {
@@ -42,13 +42,11 @@ export function agentListenerModule(o: AgentListenerModuleOptions): KasModuleFac
           listener = await serveAgents({
             listen,
             router,
-            metrics: o.metrics.tunnels,
             authenticate: o.authenticate,
             handshakeTimeoutMs: listen.handshakeTimeoutMs,
             maxConnectionAgeMs: listen.maxConnectionAgeMs,
             ageDrainGraceMs: o.config.shutdownGracePeriodMs,
             dispatcher: agentStreams,
-            tunnels: agentTunnels,
             ...(o.tokenRecheck && { tokenRecheck: o.tokenRecheck }),
             tunnel: o.tunnel,
             log,

@@ -1,7 +1,6 @@
 // kas, composed: the shared dependencies, and the list of modules built from them. main.ts runs it
 // as a process; tests run it in-process. A new capability is a folder under modules/ whose kas
 // half joins the list in `kasModules`.
-import { EventEmitter } from "node:events";
 import type { Router, RouterOptions } from "../../lib/router/index.ts";
 import { kindName } from "../../lib/tunnel/header/index.ts";
 import { StreamDispatcher, type TunnelOptions } from "../../lib/tunnel/index.ts";
@@ -9,12 +8,7 @@ import { agentTrackerModule } from "../../modules/agent_tracker/kas/module.ts";
 import type { AgentTracker } from "../../modules/agent_tracker/kas/tracker.ts";
 import { kubernetesApiModule } from "../../modules/kubernetes_api/kas/module.ts";
 import { observabilityModule } from "../../modules/observability/module.ts";
-import type {
-  AgentSession,
-  AgentTunnelEvents,
-  KasModuleDeps,
-  KasModuleFactory,
-} from "../../modules/runtime/index.ts";
+import type { AgentSession, KasModuleDeps, KasModuleFactory } from "../../modules/runtime/index.ts";
 import { ModuleRunner } from "../../modules/runtime/index.ts";
 import { serviceProxyModule } from "../../modules/service_proxy/kas/module.ts";
 import { AgentHttpProxy } from "../common/http/index.ts";
@@ -141,6 +135,8 @@ export function createKasServer(options: KasServerOptions): KasServer {
           log,
           redisOverrides: options.tuning?.redis,
         });
+        // The router's registry is the one record of this replica's tunnels; the metrics follow it.
+        router.local.on("added", (agentId, tunnel) => metrics.tunnels.track(tunnel, agentId));
         agentHttp = new AgentHttpProxy(router, { dialTimeoutMs: config.agent.dialTimeoutMs });
         const api = new ApiRouteTable();
         // Calls on a draining tunnel end within half its grace, so they end with their own status.
@@ -189,7 +185,6 @@ export function createKasServer(options: KasServerOptions): KasServer {
           agentHttp,
           agentStreams,
           agentRpc,
-          agentTunnels: new EventEmitter<AgentTunnelEvents>(),
           api,
         });
       } catch (err) {

@@ -1,12 +1,14 @@
 import { EventEmitter } from "node:events";
 import type { TunnelSession } from "../tunnel/session/index.ts";
-import { NoTunnelError } from "./errors.ts";
-import { Waiters, type WaitOptions } from "./waiters.ts";
 
 /** A tunnel the registry can route over: any TunnelSession, whatever its identity type. */
 export type Tunnel = TunnelSession<unknown>;
 
 export interface LocalRegistryEvents {
+  /** `tunnel` was registered for `agentId` (draining or not): once per registration. */
+  added: [agentId: string, tunnel: Tunnel];
+  /** `tunnel` left `agentId`'s set (it closed, or was unregistered): once per registration. */
+  removed: [agentId: string, tunnel: Tunnel];
   /** `tunnel` can take streams for `agentId` (a new registration). */
   available: [agentId: string, tunnel: Tunnel];
   /** The last tunnel to `agentId` that could take streams has closed or is draining. */
@@ -15,12 +17,12 @@ export interface LocalRegistryEvents {
 
 /**
  * The tunnels this replica holds, by agent id (an agent may have several: several agent
- * replicas, several connections each). Closed tunnels drop out by themselves; draining ones
- * (GoAway either way) stay until closed but take no new streams.
+ * replicas, several connections each): the one record of them. Closed tunnels drop out by
+ * themselves; draining ones (GoAway either way) stay until closed but take no new streams.
+ * What else follows the tunnels (metrics, the agent list, waiting dials) follows its events.
  */
 export class LocalRegistry extends EventEmitter<LocalRegistryEvents> {
   readonly #tunnels = new Map<string, Set<Tunnel>>();
-  readonly #waiters = new Waiters<Tunnel>();
   /** Per tunnel: the agent ids it is registered under, and how to stop watching it. */
   readonly #watched = new Map<Tunnel, { agentIds: Set<string>; unwatch: () => void }>();
   /** Agents announced "available" and not since "unavailable": events fire on transitions only. */
@@ -29,6 +31,11 @@ export class LocalRegistry extends EventEmitter<LocalRegistryEvents> {
   /** Agent ids with at least one tunnel that takes streams. */
   agentIds(): string[] {
     return [...this.#tunnels.keys()].filter((id) => this.usable(id));
+  }
+
+  /** Agent ids with any tunnel here, draining ones included. */
+  registeredAgentIds(): string[] {
+    return [...this.#tunnels.keys()];
   }
 
   /** Every tunnel registered for the agent, draining ones included. */
@@ -42,10 +49,7 @@ export class LocalRegistry extends EventEmitter<LocalRegistryEvents> {
     return false;
   }
 
-  /**
-   * Adds a tunnel for `agentId`; it leaves when it closes (or by calling the returned function).
-   * Callers waiting for the agent get it, oldest first.
-   */
+  /** Adds a tunnel for `agentId`; it leaves when it closes (or by calling the returned function). */
   register(agentId: string, tunnel: Tunnel): () => void {
     const unregister = () => this.#remove(agentId, tunnel);
     if (tunnel.closed) return unregister;
@@ -54,10 +58,10 @@ export class LocalRegistry extends EventEmitter<LocalRegistryEvents> {
     if (set.has(tunnel)) return unregister;
     set.add(tunnel);
     this.#watch(tunnel).add(agentId);
+    this.emit("added", agentId, tunnel);
     if (isUsable(tunnel)) {
       this.#reachable.add(agentId);
       this.emit("available", agentId, tunnel);
-      this.#waiters.notify(agentId, tunnel);
     }
     return unregister;
   }
@@ -77,27 +81,6 @@ export class LocalRegistry extends EventEmitter<LocalRegistryEvents> {
     return best;
   }
 
-  /**
-   * A usable tunnel for the agent: at once if there is one, else the next one registered, until
-   * `deadline` (NoTunnelError) or `signal` aborts (its reason).
-   */
-  wait(agentId: string, options: WaitOptions): Promise<Tunnel> {
-    const now = this.pick(agentId);
-    if (now) return Promise.resolve(now);
-    const start = Date.now();
-    return this.#waiters.wait(agentId, options, () => new NoTunnelError(agentId, Date.now() - start));
-  }
-
-  /** Callers waiting in `wait`, for one agent or all. */
-  waiting(agentId?: string): number {
-    return this.#waiters.count(agentId);
-  }
-
-  /** Fails every waiter; registered tunnels are left alone (their owner closes them). */
-  close(err = new Error("local tunnel registry closed")): void {
-    this.#waiters.rejectAll(err);
-  }
-
   #remove(agentId: string, tunnel: Tunnel): void {
     const set = this.#tunnels.get(agentId);
     if (!set?.delete(tunnel)) return;
@@ -108,6 +91,7 @@ export class LocalRegistry extends EventEmitter<LocalRegistryEvents> {
       watched.unwatch();
       this.#watched.delete(tunnel);
     }
+    this.emit("removed", agentId, tunnel);
     this.#update(agentId);
   }
 

@@ -252,7 +252,6 @@ export class Router {
   async close(options: { graceMs?: number; unpublish?: boolean } = {}): Promise<void> {
     const graceMs = options.graceMs ?? 10_000;
     this.#waiters.rejectAll(new Error("router closed"));
-    this.local.close();
     await this.#cluster?.close({ unpublish: options.unpublish ?? true });
     this.#pool?.close();
     if (graceMs === 0) {

@@ -5,7 +5,6 @@ export type {
   AgentInfo,
   AgentRpc,
   AgentSession,
-  AgentTunnelEvents,
   ApiRoute,
   ApiRoutes,
   GitalyInfo,

@@ -1,7 +1,6 @@
 // What kas gives its modules: the shared dependencies a kas module is built from, and the types of
 // what crosses the seam (who an agent is, routes on GitLab's API front).
 
-import type { EventEmitter } from "node:events";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import type * as grpc from "@grpc/grpc-js";
@@ -49,11 +48,6 @@ export interface AgentIdentity extends AgentInfo {
 /** A tunnel from an authenticated agent. */
 export type AgentSession = TunnelSession<AgentIdentity>;
 
-export interface AgentTunnelEvents {
-  /** A tunnel was authenticated and is served; it leaves with its own 'close' event. */
-  tunnel: [session: AgentSession];
-}
-
 /**
  * A route on GitLab's API front (8153). The front has checked GitLab's JWT before any route runs;
  * failures (an `HttpError` for the caller's mistakes) are answered by the front's guard.
@@ -96,7 +90,10 @@ export interface KasModuleDeps {
   /** kas_request_duration_seconds{route,status}, for modules that serve requests. */
   requests: RequestMetrics;
   readiness: ReadinessChecks;
-  /** Streams to any agent, wherever its tunnel is. */
+  /**
+   * Streams to any agent, wherever its tunnel is. `router.local` is the record of the agent
+   * tunnels this replica holds (each an {@link AgentSession}); follow its events.
+   */
   router: Router;
   /** HTTP to an agent's services over the router. */
   agentHttp: AgentHttpProxy;
@@ -104,8 +101,6 @@ export interface KasModuleDeps {
   agentStreams: StreamDispatcher<AgentSession>;
   /** The gRPC server agents call (their configuration feed, reports). */
   agentRpc: AgentRpc;
-  /** Every agent tunnel this replica serves. */
-  agentTunnels: EventEmitter<AgentTunnelEvents>;
   /** GitLab's API front; routes added while the modules are built are served once it starts. */
   api: ApiRoutes;
 }

@@ -1,6 +1,6 @@
 import { once } from "node:events";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LocalRegistry, NoTunnelError } from "../../lib/router/index.ts";
+import { LocalRegistry } from "../../lib/router/index.ts";
 import { tunnelFactory } from "./tunnels.ts";
 
 describe("LocalRegistry", () => {
@@ -54,51 +54,69 @@ describe("LocalRegistry", () => {
     expect(events).toEqual(["unavailable 7"]); // one transition, one event
   });
 
-  it("serves waiters oldest first when a tunnel registers", async () => {
+  it("announces every registration and removal once, draining tunnels included", async () => {
     const reg = new LocalRegistry();
-    const order: number[] = [];
-    const deadline = Date.now() + 5000;
-    const waits = [1, 2, 3].map((n) =>
-      reg.wait("9", { deadline }).then((t) => {
-        order.push(n);
-        return t;
-      }),
-    );
-    expect(reg.waiting("9")).toBe(3);
+    const events: string[] = [];
+    const names = new Map<unknown, string>();
+    reg.on("added", (id, t) => events.push(`added ${id} ${names.get(t)}`));
+    reg.on("removed", (id, t) => events.push(`removed ${id} ${names.get(t)}`));
+    const a = await tunnels.next();
+    const b = await tunnels.next();
+    names.set(a.server, "a").set(b.server, "b");
+    reg.register("1", a.server);
+    reg.register("1", a.server); // again: no second event
+    reg.register("1", b.server);
+    b.server.goAway(); // draining: still registered, still listed
+    expect(reg.registeredAgentIds()).toEqual(["1"]);
+    expect(reg.tunnels("1").size).toBe(2);
+    a.client.close();
+    await once(a.server, "close");
+    const unregister = reg.register("2", b.server);
+    unregister();
+    unregister(); // again: no second event
+    b.client.close();
+    await once(b.server, "close");
+    expect(events).toEqual([
+      "added 1 a",
+      "added 1 b",
+      "removed 1 a",
+      "added 2 b",
+      "removed 2 b",
+      "removed 1 b",
+    ]);
+    expect(reg.registeredAgentIds()).toEqual([]);
+  });
+
+  it("a tunnel that closed before it was registered is never announced nor kept", async () => {
+    const reg = new LocalRegistry();
+    const events: string[] = [];
+    reg.on("added", (id) => events.push(`added ${id}`));
     const t = await tunnels.next();
-    reg.register("9", t.server);
-    const got = await Promise.all(waits);
-    expect(order).toEqual([1, 2, 3]);
-    expect(got.every((g) => g === t.server)).toBe(true);
-    expect(reg.waiting()).toBe(0);
+    t.client.close();
+    await once(t.server, "close");
+    reg.register("4", t.server);
+    expect(events).toEqual([]);
+    expect(reg.registeredAgentIds()).toEqual([]);
   });
 
-  it("a waiter fails at its deadline with NoTunnelError naming the agent", async () => {
+  it("whatever follows the events matches the registry after any churn", async () => {
+    // Random registrations, GoAways and closes; a follower keeping a count from the events alone
+    // must agree with the registry at the end.
     const reg = new LocalRegistry();
-    const start = Date.now();
-    const err = await reg.wait("42", { deadline: start + 80 }).catch((e) => e);
-    expect(err).toBeInstanceOf(NoTunnelError);
-    expect((err as NoTunnelError).agentId).toBe("42");
-    expect(err.message).toContain("42");
-    expect(Date.now() - start).toBeGreaterThanOrEqual(75);
-    expect(reg.waiting()).toBe(0);
-  });
-
-  it("a waiter fails when its signal aborts, and leaves no trace", async () => {
-    const reg = new LocalRegistry();
-    const ctl = new AbortController();
-    const waiting = reg.wait("5", { deadline: Date.now() + 60_000, signal: ctl.signal });
-    expect(reg.waiting("5")).toBe(1);
-    const reason = new Error("caller gave up");
-    ctl.abort(reason);
-    await expect(waiting).rejects.toBe(reason);
-    expect(reg.waiting()).toBe(0);
-  });
-
-  it("returns a usable tunnel at once without waiting", async () => {
-    const reg = new LocalRegistry();
-    const t = await tunnels.next();
-    reg.register("3", t.server);
-    expect(await reg.wait("3", { deadline: Date.now() + 1 })).toBe(t.server);
+    const followed = new Map<string, number>();
+    reg.on("added", (id) => followed.set(id, (followed.get(id) ?? 0) + 1));
+    reg.on("removed", (id) => followed.set(id, (followed.get(id) ?? 0) - 1));
+    const pool = await Promise.all(Array.from({ length: 6 }, () => tunnels.next()));
+    const seed = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4];
+    for (const [i, n] of seed.entries()) {
+      const t = pool[n % pool.length]!;
+      if (n % 3 === 0 && !t.server.closed) t.server.goAway();
+      reg.register(String(i % 3), t.server);
+    }
+    for (const t of pool.slice(0, 3)) {
+      t.client.close();
+      await once(t.server, "close");
+    }
+    for (const id of ["0", "1", "2"]) expect(followed.get(id) ?? 0).toBe(reg.tunnels(id).size);
   });
 });

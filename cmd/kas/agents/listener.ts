@@ -1,4 +1,3 @@
-import type { EventEmitter } from "node:events";
 import { readFile } from "node:fs/promises";
 import type { Router } from "../../../lib/router/index.ts";
 import {
@@ -10,10 +9,9 @@ import {
   type TunnelOptions,
   type TunnelServer,
 } from "../../../lib/tunnel/index.ts";
-import type { AgentIdentity, AgentSession, AgentTunnelEvents } from "../../../modules/runtime/index.ts";
+import type { AgentIdentity, AgentSession } from "../../../modules/runtime/index.ts";
 import type { ListenConfig } from "../../common/config/values.ts";
 import type { TokenRecheck } from "../auth/index.ts";
-import type { TunnelMetrics } from "../observability/index.ts";
 import { closeOnRevocation } from "./revocation.ts";
 
 export type { AgentSession } from "../../../modules/runtime/index.ts";
@@ -22,7 +20,6 @@ export interface AgentListenerOptions {
   listen: ListenConfig;
   authenticate: Authenticate<AgentIdentity>;
   router: Router;
-  metrics?: TunnelMetrics;
   handshakeTimeoutMs?: number;
   /** Tunnels older than this, +-10 %, get GoAway (the agent reconnects, maybe to another replica). */
   maxConnectionAgeMs?: number;
@@ -35,8 +32,6 @@ export interface AgentListenerOptions {
    */
   dispatcher?: StreamDispatcher<AgentSession>;
   onReject?: (rejected: RejectedHandshake) => void;
-  /** Told of every tunnel served (modules follow agents from here). */
-  tunnels?: EventEmitter<AgentTunnelEvents>;
   /** Re-checks each tunnel's token while it is open; a refused token closes the agent's tunnels. */
   tokenRecheck?: Pick<TokenRecheck, "watch">;
   log?: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
@@ -51,11 +46,11 @@ export interface AgentListener {
 
 /**
  * Where agentk connects: `serveTunnels` with the agent authentication hook; each tunnel is
- * registered with the router under the authenticated agent id, counted in the metrics and
- * announced to the modules (`tunnels`).
+ * registered with the router under the authenticated agent id. The router's registry is the one
+ * record of the tunnels: metrics and the agent list follow its events.
  */
 export async function serveAgents(options: AgentListenerOptions): Promise<AgentListener> {
-  const { listen, router, metrics, dispatcher, log } = options;
+  const { listen, router, dispatcher, log } = options;
   const tls =
     listen.certificateFile && listen.keyFile
       ? { cert: await readFile(listen.certificateFile), key: await readFile(listen.keyFile) }
@@ -70,10 +65,8 @@ export async function serveAgents(options: AgentListenerOptions): Promise<AgentL
     ...(options.onReject && { onReject: options.onReject }),
     onSession: (session) => {
       const { agentId, projectId } = session.identity;
-      metrics?.track(session, agentId);
       router.register(agentId, session);
       if (options.tokenRecheck) closeOnRevocation(session, options.tokenRecheck, log);
-      if (!session.closed) options.tunnels?.emit("tunnel", session);
       if (dispatcher) session.on("stream", (stream) => void dispatcher.handle(stream, session));
       if (options.maxConnectionAgeMs !== undefined) {
         // +-10 %: the tunnels of agents that connected together (say, after a kas restart) are

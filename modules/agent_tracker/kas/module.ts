@@ -9,8 +9,8 @@ export function agentTrackerModule(onTracker?: (tracker: AgentTracker) => void):
   return {
     name: "agent_tracker",
     phase: Phase.capability,
-    create({ router, agentTunnels, api, agentRpc }) {
-      const tracker = new AgentTracker(router, agentTunnels);
+    create({ router, api, agentRpc }) {
+      const tracker = new AgentTracker(router);
       api.add(agentsRoute(tracker));
       addAgentTrackerService(agentRpc, tracker);
       onTracker?.(tracker);

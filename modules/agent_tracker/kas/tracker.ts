@@ -1,6 +1,5 @@
-import type { EventEmitter } from "node:events";
 import type { Router } from "../../../lib/router/index.ts";
-import type { AgentSession, AgentTunnelEvents } from "../../runtime/index.ts";
+import type { AgentSession } from "../../runtime/index.ts";
 import {
   type AgentFilter,
   type AgentPod,
@@ -11,33 +10,33 @@ import {
 } from "./connected-agents.ts";
 
 /**
- * Which agents have tunnels: this replica's, from the tunnels it serves, and every live replica's,
- * through the summaries each publishes in Redis (`router.cluster.describe`).
+ * Which agents have tunnels: this replica's, from the router's record of its tunnels, and every
+ * live replica's, through the summaries each publishes in Redis (`router.cluster.describe`).
  */
 export class AgentTracker {
   readonly #router: Router;
-  /** This replica's open tunnels per agent id. */
-  readonly #byAgent = new Map<string, Set<AgentSession>>();
   /** What the agentk behind each tunnel reported about itself. */
   readonly #pods = new WeakMap<AgentSession, AgentPod>();
   readonly #podOf = (session: AgentSession) => this.#pods.get(session);
 
-  constructor(router: Router, tunnels: EventEmitter<AgentTunnelEvents>) {
+  constructor(router: Router) {
     this.#router = router;
-    tunnels.on("tunnel", (session) => this.#track(session));
+    // Every tunnel that comes or goes changes its agent's summary.
+    router.local.on("added", (agentId) => this.#publish(agentId));
+    router.local.on("removed", (agentId) => this.#publish(agentId));
   }
 
   /** Agents with a tunnel at this replica, optionally only those of one project or one id. */
   localAgents(filter: AgentFilter = {}): ConnectedAgent[] {
-    const ids = filter.agentId !== undefined ? [filter.agentId] : this.#byAgent.keys();
-    const summaries = [...ids].flatMap((id) => summarize(this.#byAgent.get(id) ?? [], this.#podOf) ?? []);
+    const ids = filter.agentId !== undefined ? [filter.agentId] : this.#router.local.registeredAgentIds();
+    const summaries = ids.flatMap((id) => summarize(this.#tunnels(id), this.#podOf) ?? []);
     return mergeSummaries(summaries, filter);
   }
 
   /** The agentk behind `session` says who it is; the agent's summary is republished. */
   report(session: AgentSession, pod: AgentPod): void {
     this.#pods.set(session, pod);
-    if (this.#byAgent.get(session.identity.agentId)?.has(session)) this.#publish(session.identity.agentId);
+    if (this.#tunnels(session.identity.agentId).has(session)) this.#publish(session.identity.agentId);
   }
 
   /**
@@ -54,24 +53,15 @@ export class AgentTracker {
     return mergeSummaries([...this.localAgents(filter), ...others], filter);
   }
 
-  #track(session: AgentSession): void {
-    if (session.closed) return; // gone before it was served: no 'close' would remove it
-    const { agentId } = session.identity;
-    const tunnels = this.#byAgent.get(agentId) ?? new Set<AgentSession>();
-    this.#byAgent.set(agentId, tunnels);
-    tunnels.add(session);
-    this.#publish(agentId);
-    session.on("close", () => {
-      tunnels.delete(session);
-      if (tunnels.size === 0 && this.#byAgent.get(agentId) === tunnels) this.#byAgent.delete(agentId);
-      this.#publish(agentId);
-    });
+  /** The agent's tunnels here: the router registers only authenticated agent tunnels. */
+  #tunnels(agentId: string): ReadonlySet<AgentSession> {
+    return this.#router.local.tunnels(agentId) as ReadonlySet<AgentSession>;
   }
 
   /** This replica's summary of the agent in Redis (removed with its last tunnel). */
   #publish(agentId: string): void {
     if (!this.#router.clustered) return;
-    const summary = summarize(this.#byAgent.get(agentId) ?? [], this.#podOf);
+    const summary = summarize(this.#tunnels(agentId), this.#podOf);
     this.#router.cluster.describe(agentId, summary && JSON.stringify(summary));
   }
 }

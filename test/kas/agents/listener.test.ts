@@ -1,4 +1,4 @@
-import { EventEmitter, once } from "node:events";
+import { once } from "node:events";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -17,7 +17,6 @@ import {
   TunnelClient,
 } from "../../../lib/tunnel/index.ts";
 import { AgentTracker } from "../../../modules/agent_tracker/kas/tracker.ts";
-import type { AgentTunnelEvents } from "../../../modules/runtime/index.ts";
 import { OTHER_TOKEN, TOKEN, writeFixtures } from "../support/fixtures.ts";
 
 describe("agent listener", () => {
@@ -41,14 +40,14 @@ describe("agent listener", () => {
     const router = await new Router({ defaultTimeoutMs: 1000 }).start();
     cleanups.push(() => router.close({ graceMs: 0 }));
     const registry = new Registry();
-    const tunnels = new EventEmitter<AgentTunnelEvents>();
-    const tracker = new AgentTracker(router, tunnels);
+    // Derived from the router's record of the tunnels, as kas does.
+    const tracker = new AgentTracker(router);
+    const metrics = new TunnelMetrics(registry, "t");
+    router.local.on("added", (agentId, tunnel) => metrics.track(tunnel, agentId));
     const listener = await serveAgents({
-      tunnels,
       listen: { address: { host: "127.0.0.1", port: 0 } },
       authenticate: createAgentAuthenticate({ authenticator: await loadStaticTokens(tokensFile) }),
       router,
-      metrics: new TunnelMetrics(registry, "t"),
       tunnel: { keepAliveIntervalMs: 0 },
       ...options,
     });
