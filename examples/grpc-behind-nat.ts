@@ -42,7 +42,7 @@ client.sayHello({ name: "world" }, async (err, reply) => {
   console.log(err ? `gRPC call failed: ${err.message}` : `gRPC reply through the tunnel: ${reply.message}`);
   channel.close();
   await grpcStreams.close();
-  await agent.stop(1000);
+  await agent.close(1000);
   await publicSide.close(1000);
   process.exitCode = err ? 1 : 0;
 });

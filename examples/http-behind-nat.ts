@@ -34,6 +34,6 @@ const res = await fetch("http://prometheus.monitoring/metrics", { dispatcher: vi
 console.log(`HTTP ${res.status} through the tunnel:\n${await res.text()}`);
 
 await viaTunnel.close();
-await httpStreams.close({ graceMs: 1000 });
-await agent.stop(1000);
+await httpStreams.close(1000);
+await agent.close(1000);
 await publicSide.close(1000);

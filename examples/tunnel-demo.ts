@@ -106,7 +106,7 @@ async function stop(code: number): Promise<void> {
   channel.close();
   await http.close();
   await grpcStreams.close(1000);
-  await agent.stop(1000);
+  await agent.close(1000);
   await server.close(1000);
   inCluster.close();
   process.exitCode = code;

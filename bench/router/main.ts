@@ -207,7 +207,7 @@ if (args.json) {
 }
 
 probe.disconnect();
-for (const client of clients) await client.stop(100);
-await Promise.all(replicas.map((r) => r.router.close({ graceMs: 100 })));
+for (const client of clients) await client.close(100);
+await Promise.all(replicas.map((r) => r.router.close(100)));
 await Promise.all(replicas.map((r) => r.agents.close(100)));
 await redis.close();

@@ -54,7 +54,7 @@ function stop(): void {
     s.once("close", () => {
       if (--left === 0) process.exit(0);
     });
-    s.close();
+    s.destroy();
   }
   setTimeout(() => process.exit(0), 5_000).unref(); // deadline: whatever did not close in time is cut
 }

@@ -183,7 +183,7 @@ for (const k of kinds) {
   p99[k] = percentile(echoes[k], 99);
 }
 
-tunnel.close();
+tunnel.destroy();
 child.stdin!.end();
 
 const r = (o: Record<Kind, number>, d = 1) => ({

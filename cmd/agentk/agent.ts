@@ -40,10 +40,10 @@ export interface Agent {
   readonly client: TunnelClient;
   /** Where the modules' listeners are (observability), once started. */
   readonly urls: Partial<Record<string, string>>;
-  /** Builds and starts every module; the tunnel to kas is kept up (with backoff) until `stop`. */
+  /** Builds and starts every module; the tunnel to kas is kept up (with backoff) until `close`. */
   start(): Promise<void>;
   /** GoAway to kas, in-flight streams get `graceMs` to finish, then everything closes. */
-  stop(graceMs: number): Promise<void>;
+  close(graceMs: number): Promise<void>;
 }
 
 /** agentk's modules, in the order they are built; the runner starts them by phase. */
@@ -99,7 +99,7 @@ export function createAgent(config: AgentkConfig, deps: AgentDeps): Agent {
       return runner.urls;
     },
     start: () => runner.start(moduleDeps),
-    stop: (graceMs) => runner.stop(graceMs),
+    close: (graceMs) => runner.close(graceMs),
   };
 
   /** The tunnel to kas, and the HTTP services served over it, as a module of the core phase. */
@@ -121,7 +121,7 @@ export function createAgent(config: AgentkConfig, deps: AgentDeps): Agent {
         async close(graceMs) {
           // Both at once: idle HTTP streams close at once, which lets the tunnels finish draining.
           kasRpc.close();
-          await Promise.all([client.stop(graceMs), httpServices.close(graceMs)]);
+          await Promise.all([client.close(graceMs), httpServices.close(graceMs)]);
         },
       }),
     };

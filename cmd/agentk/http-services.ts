@@ -63,8 +63,8 @@ export function createHttpServiceStreams<Ctx>(deps: HttpServiceStreamsDeps): Htt
       unavailable.set(name, reason);
     },
     async close(graceMs) {
-      await Promise.all([...servers.values()].map((s) => s.served.close({ graceMs })));
-      for (const { forwarder } of servers.values()) forwarder.close();
+      await Promise.all([...servers.values()].map((s) => s.served.close(graceMs)));
+      for (const { forwarder } of servers.values()) forwarder.destroy();
     },
   };
 }

@@ -56,7 +56,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     status = 1;
   }
   // On SIGTERM kas gets GoAway and in-flight streams their grace period.
-  await agent.stop(SHUTDOWN_GRACE_MS).catch((err: unknown) => {
+  await agent.close(SHUTDOWN_GRACE_MS).catch((err: unknown) => {
     status = 1;
     for (const e of err instanceof ModuleCloseError ? err.errors : [err])
       log.error({ err: e }, "shutdown failed");

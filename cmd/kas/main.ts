@@ -41,12 +41,12 @@ export async function main(argv: readonly string[]): Promise<number> {
     log.info({ addresses, redis: redisConnection(config.redis) !== undefined }, "kas listening");
     const signal = await signalled;
     log.info({ signal, graceMs: config.shutdownGracePeriodMs }, "shutting down");
-    await kas.stop();
+    await kas.close();
     log.info({}, "stopped");
     return 0;
   } catch (err) {
     log.fatal({ err }, "kas failed");
-    await kas.stop({ graceMs: 0 }).catch(() => {});
+    await kas.close(0).catch(() => {});
     return 1;
   } finally {
     await new Promise<void>((resolve) => log.flush(() => resolve()));

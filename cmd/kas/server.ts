@@ -63,7 +63,7 @@ export interface KasServer {
    * Graceful stop: not ready, GoAway to every tunnel, no new requests, what is in flight gets
    * `graceMs` (default shutdown_grace_period) to finish, unregistered from Redis.
    */
-  stop(options?: { graceMs?: number }): Promise<void>;
+  close(graceMs?: number): Promise<void>;
 }
 
 export function createKasServer(options: KasServerOptions): KasServer {
@@ -95,11 +95,11 @@ export function createKasServer(options: KasServerOptions): KasServer {
       throw new Error("shutting down");
     });
     await Promise.all([
-      runner?.stop(graceMs),
-      router?.close({ graceMs }), // withdraws this replica from Redis first
+      runner?.close(graceMs),
+      router?.close(graceMs), // withdraws this replica from Redis first
     ]);
     await agentHttp?.destroy();
-    tokenRecheck?.close();
+    tokenRecheck?.destroy();
     await authenticator?.close();
   };
 
@@ -201,7 +201,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
       };
     },
 
-    stop({ graceMs } = {}) {
+    close(graceMs) {
       stopping ??= stop(graceMs);
       return stopping;
     },

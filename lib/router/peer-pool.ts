@@ -47,11 +47,11 @@ export class PeerPool {
     }
   }
 
-  close(): void {
+  destroy(): void {
     this.#closed = true;
     for (const { pending } of this.#sessions.values())
       pending.then(
-        (s) => s.close(),
+        (s) => s.destroy(),
         () => {},
       );
     this.#sessions.clear();
@@ -80,7 +80,7 @@ export class PeerPool {
     try {
       const transport = await dial(url, { ...this.#opts.dial, headers });
       const session = new TunnelSession(transport, "client", this.#opts.tunnel);
-      if (this.#closed) session.close();
+      if (this.#closed) session.destroy();
       return session;
     } catch (err) {
       if (err instanceof HandshakeError && (err.status === 401 || err.status === 403)) {
@@ -94,7 +94,7 @@ export class PeerPool {
     const entry = this.#sessions.get(url);
     if (entry?.session === session) this.#sessions.delete(url);
     // The old tunnel finishes its streams; it takes no new ones either way.
-    if (!session.closed && session.draining) void session.drain();
+    if (!session.closed && session.draining) void session.close();
   }
 }
 

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Duplex } from "node:stream";
 import { openWithHeader, type StreamHeaderInit, StreamRejectedError } from "../tunnel/header/index.ts";
 import type { TunnelOptions, TunnelServer } from "../tunnel/session/index.ts";
+import { DEFAULT_GRACE_MS } from "../tunnel/session/index.ts";
 import type { DialOptions, ListenOptions } from "../tunnel/transport/index.ts";
 import { NoTunnelError, PeerRejectedError } from "./errors.ts";
 import { openLocal } from "./local-open.ts";
@@ -249,14 +250,13 @@ export class Router {
    * get `graceMs` to finish), drop peer tunnels. `unpublish: false` leaves the Redis entries to
    * expire, as a crash would, and `graceMs: 0` cuts everything at once.
    */
-  async close(options: { graceMs?: number; unpublish?: boolean } = {}): Promise<void> {
-    const graceMs = options.graceMs ?? 10_000;
+  async close(graceMs = DEFAULT_GRACE_MS, options: { unpublish?: boolean } = {}): Promise<void> {
     this.#waiters.rejectAll(new Error("router closed"));
     await this.#cluster?.close({ unpublish: options.unpublish ?? true });
-    this.#pool?.close();
+    this.#pool?.destroy();
     if (graceMs === 0) {
       this.#server?.listener.server.close();
-      for (const s of this.#server?.sessions ?? []) s.close();
+      for (const s of this.#server?.sessions ?? []) s.destroy();
       await this.#server?.listener.close(0);
     } else {
       await this.#server?.close(graceMs);

@@ -44,7 +44,7 @@ export class ModuleRunner<Deps> {
 
   /** Builds and starts every module; on failure, whatever started is stopped at once and the error rethrown. */
   async start(deps: Deps): Promise<void> {
-    if (this.#stop.signal.aborted) throw new Error("modules already stopped");
+    if (this.#stop.signal.aborted) throw new Error("modules already closed");
     const built = this.#built;
     try {
       for (const f of this.#factories) built.push({ module: await f.create(deps), phase: f.phase });
@@ -54,7 +54,7 @@ export class ModuleRunner<Deps> {
         if (this.#stop.signal.aborted) throw new Error("stopped while starting");
       }
     } catch (err) {
-      await this.stop(0).catch(() => {}); // the start failure is the one to report
+      await this.close(0).catch(() => {}); // the start failure is the one to report
       throw err;
     }
   }
@@ -64,7 +64,7 @@ export class ModuleRunner<Deps> {
    * `graceMs`. A module that fails to close does not stop the others: once all are done, stop
    * rejects with a {@link ModuleCloseError} naming each failure. Idempotent.
    */
-  stop(graceMs: number): Promise<void> {
+  close(graceMs: number): Promise<void> {
     this.#stopping ??= this.#stopAll(graceMs);
     return this.#stopping;
   }

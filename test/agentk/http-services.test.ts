@@ -19,7 +19,7 @@ test("a handler that fails on an accepted stream is logged with its service and 
     {
       url: new URL("http://127.0.0.1:1"),
       prepare: (headers) => ({ agent, headers }),
-      close: () => agent.destroy(),
+      destroy: () => agent.destroy(),
     },
     { errorBody: (_code, message) => ({ contentType: "text/plain", body: message }) },
   );

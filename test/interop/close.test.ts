@@ -39,7 +39,7 @@ describe("half-close", () => {
       sha256: sha256(data),
       err: "",
     });
-    s.close();
+    s.destroy();
     expect(await peer.waitExit()).toBe(0);
   });
 
@@ -80,7 +80,7 @@ describe("reset", () => {
     b.end("bye");
     const ended = await peer.waitFor("stream-error", (e) => e.id === b.id);
     expect(ended).toMatchObject({ reset: false, err: "EOF", bytes: 3 });
-    s.close();
+    s.destroy();
     expect(await peer.waitExit()).toBe(0);
   });
 
@@ -119,7 +119,7 @@ describe("reset", () => {
     );
     expect(echoed.hex).toBe(sha256(data));
     expect(s.closed).toBe(false);
-    s.close();
+    s.destroy();
     expect(await peer.waitExit()).toBe(0);
   });
 
@@ -141,7 +141,7 @@ describe("reset", () => {
       "backlog exceeded",
     );
     expect(a.destroyed).toBe(false);
-    s.close();
+    s.destroy();
     expect(await peer.waitExit()).toBe(0);
   });
 });

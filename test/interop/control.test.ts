@@ -28,7 +28,7 @@ describe("ping", () => {
       expect(Number.isFinite(rtt) && rtt >= 0).toBe(true);
     }
     expect(s.rttMs).toBeGreaterThan(0);
-    s.close();
+    s.destroy();
     expect(await peer.waitExit()).toBe(0);
   });
 
@@ -68,7 +68,7 @@ describe("GoAway", () => {
     expect(got.hex).toBe(sha256(Buffer.concat([first, second])));
     expect(await peer.waitFor("echoed")).toMatchObject({ id: a.id, bytes: 600 * KiB, err: "" });
     expect(s.closed).toBe(false);
-    s.close();
+    s.destroy();
     expect(await peer.waitExit()).toBe(0);
   });
 

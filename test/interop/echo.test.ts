@@ -54,7 +54,7 @@ describe("TS client -> Go echo server", () => {
     for (const e of echoed) expect(e).toMatchObject({ bytes: 256 * KiB, err: "", closeErr: "" });
     expect(peer.stderr).not.toMatch(/\[ERR\]/);
 
-    s.close();
+    s.destroy();
     await peer.waitFor("session-closed");
     expect(await peer.waitExit()).toBe(0);
   });
@@ -69,7 +69,7 @@ describe("TS client -> Go echo server", () => {
     expect(got.bytes).toBe(data.length);
     expect(got.hex).toBe(sha256(data));
     expect(await peer.waitFor("echoed")).toMatchObject({ bytes: 64 * MiB, err: "" });
-    s.close();
+    s.destroy();
     expect(await peer.waitExit()).toBe(0);
   });
 });

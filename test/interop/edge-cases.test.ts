@@ -55,7 +55,7 @@ describe("SYNs for new stream ids arrive out of order", () => {
     expect(payloadOf(raw.frames, 3)).toBe("three");
     expect(payloadOf(raw.frames, 1)).toBe("one");
     expect(raw.frames.filter((f) => f.type === T.GoAway)).toEqual([]);
-    s.close();
+    s.destroy();
   });
 });
 
@@ -78,7 +78,7 @@ describe("a stream half-closed before the reference accepts it is never ACKed", 
     expect(answer.toString()).toBe("request:done");
     expect(await peer.waitFor("late-reply")).toMatchObject({ read: "request", err: "", writeErr: "" });
     expect(framesOf(tap.frames, st.id).filter((f) => f.flags & F.ACK)).toEqual([]); // the quirk
-    s.close();
+    s.destroy();
     expect(await peer.waitExit()).toBe(0);
   });
 });

@@ -132,7 +132,7 @@ describe("client script: open, write 'hello', close, ping, GoAway", () => {
     const ack = await raw.waitFor(isAck(1), "ACK of stream 1");
     expect(ack.bytes.toString("hex")).toBe(REFERENCE_SERVER_SCRIPT[0]!.toString("hex"));
     expect(s.closed).toBe(false);
-    s.close();
+    s.destroy();
   });
 
   test("our client session writes the same header layout for the same script", async () => {
@@ -161,7 +161,7 @@ describe("client script: open, write 'hello', close, ping, GoAway", () => {
     // GoAway: identical bytes (type 3, no flags, stream 0, code 0 in the length field), and last.
     expect(mine.at(-1)!.bytes.toString("hex")).toBe(reference.at(-1)!.bytes.toString("hex"));
     expect(mine.filter(isGoAway)).toHaveLength(1);
-    s.close();
+    s.destroy();
   });
 });
 
@@ -223,7 +223,7 @@ describe("server script: accept and echo, open its own stream, answer a ping, Go
     // GoAway: identical bytes, and last.
     expect(mine.at(-1)!.bytes.toString("hex")).toBe(reference.at(-1)!.bytes.toString("hex"));
     expect(framesOf(mine, 0)).toEqual([]);
-    s.close();
+    s.destroy();
   });
 });
 
@@ -238,6 +238,6 @@ describe("frames a peer may send that our session must take as the reference doe
     const st = await deadline(inbound, 5_000, "accept");
     expect((await deadline(readAll(st), 5_000, "read")).toString()).toBe("one frame");
     expect(s.closed).toBe(false);
-    s.close();
+    s.destroy();
   });
 });

@@ -96,7 +96,7 @@ describe("kas process, end to end", () => {
     for (let i = 1; i < 4; i++) expect(delays[i]!).toBeGreaterThan(delays[i - 1]!);
     expect(delays[3]!).toBeGreaterThanOrEqual(640);
     expect(new Set(a.rejected)).toEqual(new Set([401]));
-    await a.agent.client.stop(0); // no more attempts: kas's count can be compared
+    await a.agent.client.close(0); // no more attempts: kas's count can be compared
     const metrics = await (await fetch(`${kas.addresses.observability}/metrics`)).text();
     const counted = Number(
       /^kas_agent_authentications_total\{result="unauthenticated"\} (\d+)$/m.exec(metrics)?.[1],

@@ -36,8 +36,8 @@ describe("gRPC and HTTP adapters over router.dial", () => {
   afterAll(async () => {
     await grpcStreams.close(0);
     grpcServer.forceShutdown();
-    await http.close({ graceMs: 100 });
-    await agent?.stop(100);
+    await http.close(100);
+    await agent?.close(100);
     await Promise.all([a, b].map((r) => r?.close()));
     await redis?.close();
   });

@@ -64,7 +64,7 @@ describe("agent descriptions across replicas", () => {
   });
 
   it("a replica that crashed drops out once its liveness key expires", async () => {
-    await b.router.close({ unpublish: false, graceMs: 0 }); // as after kill -9: nothing removed
+    await b.router.close(0, { unpublish: false }); // as after kill -9: nothing removed
     const { value, elapsedMs } = await eventually(async () => {
       const list = sorted(await c.router.cluster.described());
       if (list.some((d) => d.startsWith("b/"))) throw new Error("b still listed");

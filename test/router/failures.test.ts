@@ -19,7 +19,7 @@ describe("a replica that dies without cleanup", () => {
     [a, b, c] = await Promise.all(["a", "b", "c"].map((n) => startReplica(n, redis)));
   });
   afterAll(async () => {
-    await Promise.all(agents.map((x) => x.stop(100)));
+    await Promise.all(agents.map((x) => x.close(100)));
     await Promise.all([b, c].map((r) => r.close()));
     raw.disconnect();
     await redis.close();
@@ -34,8 +34,8 @@ describe("a replica that dies without cleanup", () => {
     }, 3000);
 
     // Crash: the private API and the agent listener vanish, nothing is withdrawn from Redis.
-    await a.router.close({ unpublish: false, graceMs: 0 });
-    for (const s of a.agents.sessions) s.close();
+    await a.router.close(0, { unpublish: false });
+    for (const s of a.agents.sessions) s.destroy();
     await a.agents.listener.close(0);
     expect(await raw.hget(`${PREFIX}agent:601`, "a")).not.toBeNull();
 
@@ -72,7 +72,7 @@ describe("Redis stopped mid-test and started again", () => {
     [a, b] = await Promise.all(["a", "b"].map((n) => startReplica(n, redis)));
   });
   afterAll(async () => {
-    await Promise.all(agents.map((x) => x.stop(100)));
+    await Promise.all(agents.map((x) => x.close(100)));
     await Promise.all([a, b].map((r) => r.close()));
     await redis.close();
   });
@@ -134,8 +134,8 @@ describe("Redis down when the replicas start", () => {
       expect(await ask(b.router, "1")).toBe("1\nping");
       await expectAnnounced(b, a, "2", extra);
     } finally {
-      await Promise.all(extra.map((x) => x.stop(100)));
-      await agent.stop(100);
+      await Promise.all(extra.map((x) => x.close(100)));
+      await agent.close(100);
       await Promise.all([a.close(), b.close()]);
       await redis.close();
     }

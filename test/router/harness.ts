@@ -54,7 +54,7 @@ export async function startReplica(
     router,
     agents,
     async close() {
-      await router.close({ graceMs: 500 });
+      await router.close(500);
       await agents.close(500);
     },
   };

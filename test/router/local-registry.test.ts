@@ -46,8 +46,8 @@ describe("LocalRegistry", () => {
     expect(events).toEqual(["unavailable 7"]);
     expect(reg.tunnels("7").size).toBe(2);
 
-    a.client.close();
-    b.client.close();
+    a.client.destroy();
+    b.client.destroy();
     await Promise.all([once(a.server, "close"), once(b.server, "close")]);
     expect(reg.tunnels("7").size).toBe(0);
     expect(reg.agentIds()).toEqual([]);
@@ -69,12 +69,12 @@ describe("LocalRegistry", () => {
     b.server.goAway(); // draining: still registered, still listed
     expect(reg.registeredAgentIds()).toEqual(["1"]);
     expect(reg.tunnels("1").size).toBe(2);
-    a.client.close();
+    a.client.destroy();
     await once(a.server, "close");
     const unregister = reg.register("2", b.server);
     unregister();
     unregister(); // again: no second event
-    b.client.close();
+    b.client.destroy();
     await once(b.server, "close");
     expect(events).toEqual([
       "added 1 a",
@@ -92,7 +92,7 @@ describe("LocalRegistry", () => {
     const events: string[] = [];
     reg.on("added", (id) => events.push(`added ${id}`));
     const t = await tunnels.next();
-    t.client.close();
+    t.client.destroy();
     await once(t.server, "close");
     reg.register("4", t.server);
     expect(events).toEqual([]);
@@ -114,7 +114,7 @@ describe("LocalRegistry", () => {
       reg.register(String(i % 3), t.server);
     }
     for (const t of pool.slice(0, 3)) {
-      t.client.close();
+      t.client.destroy();
       await once(t.server, "close");
     }
     for (const id of ["0", "1", "2"]) expect(followed.get(id) ?? 0).toBe(reg.tunnels(id).size);

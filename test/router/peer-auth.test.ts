@@ -38,7 +38,7 @@ describe("peer authentication", () => {
     await agent.ready(5000);
   });
   afterAll(async () => {
-    await agent?.stop(100);
+    await agent?.close(100);
     await Promise.all([a, b].map((r) => r.close()));
     await redis.close();
   });

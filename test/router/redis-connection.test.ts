@@ -47,7 +47,7 @@ async function routeThrough(redis: RedisServer, options: ReplicaOptions): Promis
     expect(await keysIn(redis, `${keyPrefix}*`, options)).not.toEqual([]);
     return answer;
   } finally {
-    await agent.stop(200);
+    await agent.close(200);
     await Promise.all([a!.close(), b!.close()]);
   }
 }
@@ -85,7 +85,7 @@ async function refusal(
     await until(() => errors.length > 0, 5000, "an error from the Redis connection");
     return { message: errors[0]!.message, connected: router.cluster.connected };
   } finally {
-    await router.close({ graceMs: 0 });
+    await router.close(0);
   }
 }
 

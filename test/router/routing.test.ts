@@ -25,7 +25,7 @@ describe("routing across replicas", () => {
     [a, b, c] = replicas as [Replica, Replica, Replica];
   });
   afterAll(async () => {
-    await Promise.all(agents.map((x) => x.stop(200)));
+    await Promise.all(agents.map((x) => x.close(200)));
     await Promise.all(replicas.map((r) => r.close()));
     await redis.close();
   });
@@ -93,7 +93,7 @@ describe("routing across replicas", () => {
     const onA = agent(a, "501");
     await onA.ready(5000);
     expect(await ask(b.router, "501", "before")).toBe("501\nbefore");
-    await onA.stop(200); // its tunnel on A closes
+    await onA.close(200); // its tunnel on A closes
     const pendingAtB = ask(b.router, "501", "during", 3000);
     const pendingAtA = ask(a.router, "501", "during", 3000);
     const onC = agent(c, "501");

@@ -33,8 +33,8 @@ describe("single-replica router (no Redis)", () => {
     agents = await serveAgents(router);
   });
   afterAll(async () => {
-    await Promise.all(clients.map((c) => c.stop(200)));
-    await router.close({ graceMs: 200 });
+    await Promise.all(clients.map((c) => c.close(200)));
+    await router.close(200);
     await agents.close(200);
   });
 

@@ -22,7 +22,7 @@ export async function tunnelFactory(): Promise<{
       return { server: await accepted, client };
     },
     async close() {
-      for (const c of clients) c.close();
+      for (const c of clients) c.destroy();
       await server.close(100);
     },
   };

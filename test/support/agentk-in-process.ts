@@ -104,7 +104,7 @@ export async function startInProcessAgentk(o: InProcessAgentkOptions): Promise<I
     agent,
     rejected,
     async stop(graceMs = 200) {
-      await agent.stop(graceMs);
+      await agent.close(graceMs);
       for (const socket of sockets) socket.destroy();
       await Promise.all([...upstreams].map((s) => new Promise((resolve) => s.close(resolve))));
       if (dir) await rm(dir, { recursive: true, force: true });

@@ -38,8 +38,8 @@ export async function sessionPair(
     server,
     sockets,
     close() {
-      client.close();
-      server.close();
+      client.destroy();
+      server.destroy();
       for (const s of sockets) s.destroy();
     },
   };

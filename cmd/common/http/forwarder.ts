@@ -17,7 +17,7 @@ export interface Upstream {
    */
   prepare(incoming: http.OutgoingHttpHeaders): UpstreamRequest | Promise<UpstreamRequest>;
   /** Closes the pooled upstream connections. */
-  close(): void;
+  destroy(): void;
 }
 
 export interface UpstreamRequest {
@@ -47,7 +47,7 @@ export interface Forwarder {
   request: http.RequestListener;
   upgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): void;
   /** Closes the pooled upstream connections. */
-  close(): void;
+  destroy(): void;
 }
 
 /** Largest error body of a refused upgrade relayed to the client. */
@@ -78,7 +78,7 @@ export function createForwarder(upstream: Upstream, options: ForwarderOptions): 
   }
 
   return {
-    close: () => upstream.close(),
+    destroy: () => upstream.destroy(),
     request(req, res) {
       const done = options.track?.();
       let status = 0;

@@ -72,7 +72,7 @@ export async function serveAgents(options: AgentListenerOptions): Promise<AgentL
         // +-10 %: the tunnels of agents that connected together (say, after a kas restart) are
         // drained, and come back, spread out rather than all at the same moment.
         const timer = setTimeout(
-          () => void session.drain(options.ageDrainGraceMs ?? 30_000),
+          () => void session.close(options.ageDrainGraceMs ?? 30_000),
           Math.round(jittered(options.maxConnectionAgeMs, 0.1)),
         );
         timer.unref();

@@ -32,7 +32,7 @@ export function closeOnRevocation(
       TOKEN_NO_LONGER_VALID,
     );
     session.goAway();
-    session.close(new Error(`${TOKEN_NO_LONGER_VALID}: ${error.message}`, { cause: error }));
+    session.destroy(new Error(`${TOKEN_NO_LONGER_VALID}: ${error.message}`, { cause: error }));
   });
   session.on("close", unwatch);
 }

@@ -80,7 +80,7 @@ export class TokenRecheck {
   }
 
   /** Stops every re-check (kas is stopping). */
-  close(): void {
+  destroy(): void {
     this.#stopped.abort();
     for (const [key, group] of this.#groups) this.#drop(key, group);
   }

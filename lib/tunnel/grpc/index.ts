@@ -1,6 +1,5 @@
 export {
   createGrpcStreamServer,
-  DEFAULT_CLOSE_GRACE_MS,
   DRAINED_DETAILS,
   type GrpcStreamServer,
   type GrpcStreamServerOptions,

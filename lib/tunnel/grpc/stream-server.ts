@@ -1,5 +1,6 @@
 import type { Duplex } from "node:stream";
 import * as grpc from "@grpc/grpc-js";
+import { DEFAULT_GRACE_MS } from "../session/grace.ts";
 
 export interface GrpcStreamServerOptions {
   /** Default insecure: the tunnel under the stream is already authenticated and encrypted. */
@@ -16,20 +17,19 @@ export interface GrpcStreamServer<P> {
   /**
    * Drains the connection served on `stream` (one given to `inject`): sends HTTP/2 GOAWAY, so the
    * client opens a new connection for its next calls while the running ones go on. Calls still
-   * running after `graceMs` (default 5 s) end with UNAVAILABLE ({@link DRAINED_DETAILS}), which
+   * running after `graceMs` (default `DEFAULT_GRACE_MS`) end with UNAVAILABLE ({@link DRAINED_DETAILS}), which
    * clients read as "call again"; their handlers see the call cancelled. Resolves once the stream
    * is closed. Idempotent; a stream not served resolves at once.
    */
   drain(stream: Duplex, graceMs?: number): Promise<void>;
   /**
-   * Stops serving streams: drains each (see `drain`) with `graceMs` (default 5 s) and destroys
+   * Stops serving streams: drains each (see `drain`) with `graceMs` (default `DEFAULT_GRACE_MS`) and destroys
    * streams injected later. Resolves once every stream is closed. The grpc.Server itself (and any
    * port it is bound to) is left alone.
    */
   close(graceMs?: number): Promise<void>;
 }
 
-export const DEFAULT_CLOSE_GRACE_MS = 5_000;
 /** After the grace: time for the last statuses to go out before the connection is cut. */
 const BACKSTOP_MS = 1_000;
 /** What a call cut short by a drain reports; the client's cue to call again (on a new connection). */
@@ -123,7 +123,7 @@ export function createGrpcStreamServer<P = unknown>(
     injector.injectConnection(stream);
   }
 
-  function drain(stream: Duplex, graceMs = DEFAULT_CLOSE_GRACE_MS): Promise<void> {
+  function drain(stream: Duplex, graceMs = DEFAULT_GRACE_MS): Promise<void> {
     const entry = served.get(stream);
     if (!entry) return Promise.resolve();
     entry.draining ??= drainServed(entry, graceMs);
@@ -137,7 +137,7 @@ export function createGrpcStreamServer<P = unknown>(
     get streams() {
       return served.size;
     },
-    close(graceMs = DEFAULT_CLOSE_GRACE_MS) {
+    close(graceMs = DEFAULT_GRACE_MS) {
       closing ??= Promise.all([...served.keys()].map((s) => drain(s, graceMs))).then(() => {});
       return closing;
     },

@@ -1,7 +1,8 @@
 import type { Duplex } from "node:stream";
 import type { StreamHandler } from "../header/index.ts";
+import { DEFAULT_GRACE_MS } from "../session/grace.ts";
 import type { TunnelSession } from "../session/tunnel-session.ts";
-import { DEFAULT_CLOSE_GRACE_MS, type GrpcStreamServer } from "./stream-server.ts";
+import type { GrpcStreamServer } from "./stream-server.ts";
 
 export interface TunnelGrpcHandlerOptions<I, P> {
   /** What `server.peerOf(call)` returns for the calls of a tunnel. Default: the tunnel's identity. */
@@ -10,7 +11,7 @@ export interface TunnelGrpcHandlerOptions<I, P> {
    * Once a tunnel drains, how long calls on its gRPC connections may run before they end with
    * UNAVAILABLE. Keep it below the tunnel's own drain grace, so that they end with that status
    * rather than with the tunnel (a cut also reads UNAVAILABLE, without the explanation).
-   * Default 5 s.
+   * Default half of `DEFAULT_GRACE_MS`.
    */
   drainGraceMs?: number;
 }
@@ -27,7 +28,7 @@ export function tunnelGrpcHandler<I, P = I>(
   server: GrpcStreamServer<P>,
   opts: TunnelGrpcHandlerOptions<I, P> = {},
 ): StreamHandler<TunnelSession<I>> {
-  const graceMs = opts.drainGraceMs ?? DEFAULT_CLOSE_GRACE_MS;
+  const graceMs = opts.drainGraceMs ?? DEFAULT_GRACE_MS / 2;
   const peer = opts.peer ?? ((session: TunnelSession<I>) => session.identity as unknown as P);
   return (stream: Duplex, _header, session) => {
     server.inject(stream, peer(session));

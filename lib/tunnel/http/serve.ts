@@ -1,5 +1,6 @@
 import { createServer, type RequestListener, Server, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
+import { DEFAULT_GRACE_MS } from "../session/grace.ts";
 import { asSocket, type SocketLike, type StreamPeer } from "./socket-shim.ts";
 
 export interface HttpStreamServer {
@@ -10,10 +11,10 @@ export interface HttpStreamServer {
   /**
    * Stops taking streams, closes idle connections, lets in-flight requests finish (their
    * responses say `Connection: close` when headers are not out yet) and resolves once every
-   * HTTP stream has closed. Streams still open after `graceMs` (default 30 s) are reset.
+   * HTTP stream has closed. Streams still open after `graceMs` (default `DEFAULT_GRACE_MS`) are reset.
    * Streams already handed to an 'upgrade' or 'connect' listener belong to it and are left alone.
    */
-  close(options?: { graceMs?: number }): Promise<void>;
+  close(graceMs?: number): Promise<void>;
 }
 
 /** What node:http leaves on a connection it serves; read only to drain gracefully. */
@@ -62,7 +63,7 @@ export function serveHttp(handlerOrServer: RequestListener | Server): HttpStream
       socket.once("close", () => forget(socket));
       server.emit("connection", socket);
     },
-    close({ graceMs = 30_000 } = {}) {
+    close(graceMs = DEFAULT_GRACE_MS) {
       closing = true;
       for (const socket of streams) {
         if (socket.parser === null) forget(socket);

@@ -1,4 +1,5 @@
 export { Backoff, type BackoffOptions, jittered } from "./backoff.ts";
+export { DEFAULT_GRACE_MS } from "./grace.ts";
 export {
   type RetryInfo,
   TunnelClient,

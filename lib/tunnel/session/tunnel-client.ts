@@ -3,6 +3,7 @@ import { dial } from "../transport/client.ts";
 import type { DialOptions } from "../transport/options.ts";
 import type { YamuxStream } from "../yamux/index.ts";
 import { Backoff, type BackoffOptions } from "./backoff.ts";
+import { DEFAULT_GRACE_MS } from "./grace.ts";
 import { type TunnelOptions, TunnelSession } from "./tunnel-session.ts";
 
 export interface TunnelClientOptions {
@@ -116,10 +117,10 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> {
   /**
    * Stops reconnecting; every tunnel gets GoAway and `graceMs` to finish its streams, then closes.
    */
-  async stop(graceMs = 10_000): Promise<void> {
+  async close(graceMs = DEFAULT_GRACE_MS): Promise<void> {
     this.#stop.abort();
     await this.#running;
-    await Promise.all([...this.#sessions].map((s) => s.drain(graceMs)));
+    await Promise.all([...this.#sessions].map((s) => s.close(graceMs)));
   }
 
   async #run(): Promise<void> {
@@ -184,7 +185,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> {
       stop.addEventListener("abort", onStop, { once: true });
       session.once("goaway", () => {
         retire("goaway");
-        void session.drain(); // its streams finish; the server closes it if they never do
+        void session.close(); // its streams finish; the server closes it if they never do
       });
       session.once("close", (err) => {
         this.#sessions.delete(session);

@@ -1,4 +1,5 @@
 import { type ListenOptions, listen, type TunnelListener } from "../transport/listen.ts";
+import { DEFAULT_GRACE_MS } from "./grace.ts";
 import { type TunnelOptions, TunnelSession } from "./tunnel-session.ts";
 
 export interface TunnelServerOptions<I> extends Omit<ListenOptions<I>, "onConnection"> {
@@ -36,9 +37,9 @@ export async function serveTunnels<I = undefined>(options: TunnelServerOptions<I
     url: listener.url,
     listener,
     sessions,
-    async close(graceMs = 10_000) {
+    async close(graceMs = DEFAULT_GRACE_MS) {
       listener.server.close(); // no new connections; live tunnels carry on while they drain
-      await Promise.all([...sessions].map((s) => s.drain(graceMs)));
+      await Promise.all([...sessions].map((s) => s.close(graceMs)));
       await listener.close(1000);
     },
   };

@@ -103,10 +103,10 @@ export class TunnelSession<I = undefined> extends EventEmitter<TunnelSessionEven
    * Graceful end: GoAway, then wait for the streams in flight to finish (at most `graceMs`, if
    * given), then close. Resolves when closed.
    */
-  async drain(graceMs?: number): Promise<void> {
+  async close(graceMs?: number): Promise<void> {
     if (this.#closed) return;
     this.goAway();
-    const timer = graceMs === undefined ? undefined : setTimeout(() => this.close(), graceMs);
+    const timer = graceMs === undefined ? undefined : setTimeout(() => this.destroy(), graceMs);
     await new Promise<void>((resolve) => {
       const check = () => {
         if (!this.#closed && this.#mux.stats.openStreams > 0) return;
@@ -119,7 +119,7 @@ export class TunnelSession<I = undefined> extends EventEmitter<TunnelSessionEven
       check();
     });
     clearTimeout(timer);
-    this.close();
+    this.destroy();
   }
 
   #startedDraining(): void {
@@ -129,7 +129,7 @@ export class TunnelSession<I = undefined> extends EventEmitter<TunnelSessionEven
   }
 
   /** Closes at once; streams still open are cut. */
-  close(err?: Error): void {
-    this.#mux.close(err);
+  destroy(err?: Error): void {
+    this.#mux.destroy(err);
   }
 }

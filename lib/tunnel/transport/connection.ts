@@ -85,7 +85,7 @@ export class TransportConnection<I = undefined> extends EventEmitter {
   }
 
   /** Drops the connection at once. Idempotent. */
-  terminate(): void {
+  destroy(): void {
     if (this.ws.readyState === WebSocket.CLOSED) return;
     this.#local = true;
     this.ws.terminate();

@@ -107,7 +107,7 @@ export class TunnelAcceptor<I = undefined> {
     });
     await Promise.race([Promise.all(live.map((c) => c.closed)), deadline]);
     clearTimeout(timer);
-    for (const connection of live) connection.terminate();
+    for (const connection of live) connection.destroy();
     await Promise.all(live.map((c) => c.closed));
   }
 
@@ -185,7 +185,7 @@ export class TunnelAcceptor<I = undefined> {
       this.#onConnection(connection);
     } catch (err) {
       // Like a throwing event listener: drop the connection and let the error surface.
-      connection.terminate();
+      connection.destroy();
       queueMicrotask(() => {
         throw err;
       });

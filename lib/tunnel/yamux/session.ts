@@ -88,9 +88,9 @@ export class Session extends EventEmitter<SessionEvents> {
     // `on`, not `once`, for events that fire at most once: once() wraps each listener in a bound
     // function plus a state object, and a tunnel carries about a dozen such listeners on its layers.
     conn.on("data", (chunk: Buffer) => this.#onData(chunk));
-    conn.on("end", () => this.close());
-    conn.on("close", () => this.close());
-    conn.on("error", (err) => this.close(err));
+    conn.on("end", () => this.destroy());
+    conn.on("close", () => this.destroy());
+    conn.on("error", (err) => this.destroy(err));
 
     if (this.#opts.keepAliveIntervalMs > 0) {
       this.#keepAlive = setInterval(() => this.#keepAliveTick(), this.#opts.keepAliveIntervalMs);
@@ -175,7 +175,7 @@ export class Session extends EventEmitter<SessionEvents> {
    * Ends the session: every stream is destroyed (with an error only if `err` is given), queued
    * frames are flushed, the connection ends.
    */
-  close(err?: Error): void {
+  destroy(err?: Error): void {
     if (this.#closed) return;
     this.#closed = true;
     clearInterval(this.#keepAlive);
@@ -217,7 +217,7 @@ export class Session extends EventEmitter<SessionEvents> {
     if (this.#closed) return;
     // Sent even after a normal GoAway: the peer should learn why the session ends.
     this.#writer.control(FrameType.GoAway, 0, 0, code);
-    this.close(err);
+    this.destroy(err);
   }
 
   #onFrame(h: FrameHeader, payload: Buffer | undefined): void {
@@ -312,7 +312,7 @@ export class Session extends EventEmitter<SessionEvents> {
     this.#remoteGoAway = true;
     this.emit("goaway", code);
     // As the reference does, any code but Normal ends the session at once.
-    if (code !== GoAwayCode.Normal) this.close(errors.peerFailed(code));
+    if (code !== GoAwayCode.Normal) this.destroy(errors.peerFailed(code));
   }
 
   /**
@@ -330,7 +330,7 @@ export class Session extends EventEmitter<SessionEvents> {
         this.#bytesSeen = this.#bytesIn; // our own pong does not count as the peer speaking
       },
       (err: YamuxError) => {
-        if (err.code === "ETIMEDOUT") this.close(err);
+        if (err.code === "ETIMEDOUT") this.destroy(err);
       },
     );
   }

@@ -45,7 +45,7 @@ export class UpstreamAgents {
   }
 
   /** Closes every connection, in flight or idle, of the current agent and the retired ones. */
-  close(): void {
+  destroy(): void {
     this.#current?.agent.destroy();
     for (const agent of this.#retired) agent.destroy();
     this.#retired.clear();

@@ -58,7 +58,7 @@ export async function kubernetesUpstream(
       const { authorization: _dropped, ...rest } = incoming;
       return { agent: agents.for(tls), headers: { ...rest, ...headers } };
     },
-    close: () => agents.close(),
+    destroy: () => agents.destroy(),
   };
 }
 

@@ -22,7 +22,7 @@ export function createServiceProxies(
         ? new https.Agent({ keepAlive: true })
         : new http.Agent({ keepAlive: true });
     const forwarder = createForwarder(
-      { url: target, prepare: (headers) => ({ agent, headers }), close: () => agent.destroy() },
+      { url: target, prepare: (headers) => ({ agent, headers }), destroy: () => agent.destroy() },
       {
         ...options(name),
         errorBody: (_code, message) => ({ contentType: "text/plain; charset=utf-8", body: `${message}\n` }),

@@ -41,7 +41,7 @@ async function rig(upstream: (req: IncomingMessage, res: ServerResponse) => void
     {
       url: new URL(`${up.url}/base`),
       prepare: (h) => ({ agent, headers: { ...h, "x-added": "yes" } }),
-      close: () => agent.destroy(),
+      destroy: () => agent.destroy(),
     },
     {
       errorBody: (code, message) => ({ contentType: "text/plain", body: `${code} ${message}` }),
@@ -113,7 +113,7 @@ describe("agentk's forwarder", () => {
     await once(dead.server, "close");
     const agent = new Agent();
     const forwarder = createForwarder(
-      { url, prepare: (headers) => ({ agent, headers }), close: () => agent.destroy() },
+      { url, prepare: (headers) => ({ agent, headers }), destroy: () => agent.destroy() },
       {
         errorBody: (code, message) => ({
           contentType: "application/json",

@@ -21,7 +21,7 @@ it("drains each tunnel at max_connection_age give or take 10 %, not all at the s
   cleanup.push(() => rm(dir, { recursive: true, force: true }));
   const { tokensFile } = await writeFixtures(dir);
   const router = await new Router({ defaultTimeoutMs: 1000 }).start();
-  cleanup.push(() => router.close({ graceMs: 0 }));
+  cleanup.push(() => router.close(0));
   const maxAgeMs = 60_000;
   const listener = await serveAgents({
     listen: { address: { host: "127.0.0.1", port: 0 } },
@@ -37,7 +37,7 @@ it("drains each tunnel at max_connection_age give or take 10 %, not all at the s
       dial: { headers: { authorization: `Bearer ${TOKEN}` }, proxy: false },
       tunnel: { keepAliveIntervalMs: 0 },
     }).start();
-    cleanup.push(() => client.stop(0));
+    cleanup.push(() => client.close(0));
     return client;
   });
   await Promise.all(clients.map((c) => c.ready(5000)));

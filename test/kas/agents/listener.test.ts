@@ -38,7 +38,7 @@ describe("agent listener", () => {
   /** A router and an agent listener of this test's own (static tokens), closed after it. */
   const serve = async (options: Partial<AgentListenerOptions> = {}) => {
     const router = await new Router({ defaultTimeoutMs: 1000 }).start();
-    cleanups.push(() => router.close({ graceMs: 0 }));
+    cleanups.push(() => router.close(0));
     const registry = new Registry();
     // Derived from the router's record of the tunnels, as kas does.
     const tracker = new AgentTracker(router);
@@ -61,7 +61,7 @@ describe("agent listener", () => {
         backoff: { initialMs: 50, maxMs: 100 },
         onStream: (s) => s.destroy(),
       }).start();
-      cleanups.push(() => client.stop(0));
+      cleanups.push(() => client.close(0));
       return client;
     };
     return { router, registry, listener, tracker, connect };

@@ -59,7 +59,7 @@ async function setup(intervalMs = INTERVAL) {
   cleanups.push(
     () => api.close(),
     () => dispatcher.close(),
-    () => recheck.close(),
+    () => recheck.destroy(),
   );
   /** Resolves once `n` re-checks have finished (the clock does not move meanwhile). */
   const finished = async (n: number) => {

@@ -114,7 +114,7 @@ describe("observability listener", () => {
     for (const agent of ["1", "1", "2"]) {
       const session = new TunnelSession(await dial(tunnels.url, { headers: { "x-agent": agent } }), "client");
       clients.push(session);
-      cleanups.push(() => session.close());
+      cleanups.push(() => session.destroy());
     }
     const stream = await clients[0]!.open();
     const payload = Buffer.alloc(50_000, 1);
@@ -134,7 +134,7 @@ describe("observability listener", () => {
     expect(metricValue(text, "kas_tunnel_sent_bytes_total")).toBeGreaterThanOrEqual(payload.length);
 
     const closed = [...tunnels.sessions].map((s) => new Promise((resolve) => s.once("close", resolve)));
-    for (const c of clients) c.close();
+    for (const c of clients) c.destroy();
     await Promise.all(closed);
     text = await (await fetch(`${server.url}/metrics`)).text();
     expect(metricValue(text, "kas_tunnels")).toBe(0);

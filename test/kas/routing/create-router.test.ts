@@ -33,7 +33,7 @@ describe("kas router from configuration", () => {
     const router = await createKasRouter({ config, secrets: await readKasSecrets(config), readiness });
     expect(router.clustered).toBe(false);
     expect(readiness.names).toEqual([]);
-    await router.close({ graceMs: 0 });
+    await router.close(0);
   });
 
   it("with redis: private API advertising own_url; readiness follows Redis", async () => {
@@ -64,7 +64,7 @@ describe("kas router from configuration", () => {
       await redis.start();
       await until(async () => (await readiness.run()).ok, 5000, "ready again");
     } finally {
-      await router.close({ graceMs: 0 });
+      await router.close(0);
     }
   });
 
@@ -101,7 +101,7 @@ describe("kas router from configuration", () => {
         return await direct.keys(`${config.redis.keyPrefix}:*`);
       } finally {
         direct.disconnect();
-        await router.close({ graceMs: 0 });
+        await router.close(0);
       }
     };
     try {
@@ -170,9 +170,9 @@ describe("kas router from configuration", () => {
       await agent.ready(5000);
       expect((await eventually(() => ask(b, "7", "over tls"), 5000)).value).toBe("7\nover tls");
     } finally {
-      await agent.stop(200);
+      await agent.close(200);
       await agents.close(200);
-      await Promise.all([a.close({ graceMs: 0 }), b.close({ graceMs: 0 })]);
+      await Promise.all([a.close(0), b.close(0)]);
     }
   });
 

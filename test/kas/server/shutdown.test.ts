@@ -45,7 +45,7 @@ describe("kas stop", () => {
     const reader = await watch();
     const tunnel = agent.agent.client.active!;
     const goaway = once(tunnel, "goaway");
-    const stopped = kas.kas.stop({ graceMs: 10_000 });
+    const stopped = kas.kas.close(10_000);
     await goaway;
     const ready = await fetch(`${kas.addresses.observability}/readiness`);
     expect(ready.status).toBe(503);
@@ -68,7 +68,7 @@ describe("kas stop", () => {
     await start();
     const reader = await watch();
     const started = Date.now();
-    await kas.kas.stop({ graceMs: 300 });
+    await kas.kas.close(300);
     expect(Date.now() - started).toBeLessThan(5000);
     await expect(rest(reader)).rejects.toThrow();
     watches.shift()?.destroy();

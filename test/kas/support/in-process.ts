@@ -51,7 +51,7 @@ export async function startInProcessKas(
     config,
     apiSecret: files.apiSecret,
     async close() {
-      await kas.stop({ graceMs: 200 });
+      await kas.close(200);
       await rm(dir, { recursive: true, force: true });
     },
   };

@@ -66,7 +66,7 @@ describe("agent tracker: agentk reports itself, kas lists it", () => {
 
   test("a new tunnel reports again: a pod's report follows its reconnect", async () => {
     const [a] = agents;
-    a!.agent.client.active!.close(); // the tunnel drops; agentk reconnects and reports on the new one
+    a!.agent.client.active!.destroy(); // the tunnel drops; agentk reconnects and reports on the new one
     await until(() => a!.agent.client.active !== undefined, 10_000, "reconnect");
     await until(
       async () => JSON.stringify((await list())[0]?.pods ?? []).includes("agentk-a"),

@@ -60,7 +60,7 @@ describe("module runner", () => {
       "start cap-b",
       "start front",
     ]);
-    await runner.stop(1000);
+    await runner.close(1000);
     expect(log.slice(0, 4).sort()).toEqual(["abort cap-a", "abort cap-b", "abort front", "abort obs"]);
     expect(log.slice(4)).toEqual([
       "drain front",
@@ -98,7 +98,7 @@ describe("module runner", () => {
       recorder(log, "front", Phase.front),
     ]);
     await runner.start({ tag: "x" });
-    const err = await runner.stop(100).catch((e: unknown) => e);
+    const err = await runner.close(100).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ModuleCloseError);
     expect((err as ModuleCloseError).errors.map((e: Error) => e.message)).toEqual([
       "module leaky failed to close",
@@ -117,7 +117,7 @@ describe("module runner", () => {
       recorder(log, "slow", Phase.front, { closeTakesMs: 80 }),
     ]);
     await runner.start({ tag: "x" });
-    await runner.stop(50);
+    await runner.close(50);
     expect(log.filter((l) => l.startsWith("close"))).toEqual(["close slow grace", "close obs now"]);
   });
 

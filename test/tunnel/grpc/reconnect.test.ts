@@ -106,7 +106,7 @@ describe("tunnel channel stream lifecycle", () => {
 
     expect((await unary(client, { text: "a" })).code).toBe(grpc.status.OK);
     const left = stateChange(channel, grpc.connectivityState.READY);
-    current.client.close();
+    current.client.destroy();
     await left;
     current = await sessionPair();
     sessions.push(current);

@@ -89,7 +89,7 @@ describe("tunnelClientChannel", () => {
       while (started < total) {
         const i = started++;
         outcomes[i] = await unary(client, { text: `u${i}` }, { deadlineMs: 10_000 });
-        if (outcomes.filter(Boolean).length === 20) drained = sessions[0]!.drain(10_000);
+        if (outcomes.filter(Boolean).length === 20) drained = sessions[0]!.close(10_000);
       }
     };
     await Promise.all(Array.from({ length: 4 }, caller));
@@ -146,7 +146,7 @@ describe("tunnelClientChannel", () => {
     const unaryArrived = once(recorder, "call", within(5000));
     const slow = unary(client, { text: "slow", hangFirst: true }, { deadlineMs: 10_000 });
     await unaryArrived;
-    const drained = rig.sessions[0]!.drain(60_000);
+    const drained = rig.sessions[0]!.close(60_000);
 
     // The feed had streamed already: grpc-js does not retry it, its caller is told to call again.
     expect(await feed.outcome).toMatchObject({

@@ -95,7 +95,7 @@ export async function tunnelClientRig(opts: TunnelClientRigOptions = {}): Promis
     tunnelOf: (call) => streams.peerOf(call)?.tunnel,
     async close() {
       client.close();
-      await tunnelClient.stop(100);
+      await tunnelClient.close(100);
       await streams.close(0);
       await tunnels.close(100);
       server.forceShutdown();

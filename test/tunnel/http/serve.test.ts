@@ -83,7 +83,7 @@ test("close() resets streams still busy after graceMs", async () => {
   pending.catch(() => {});
   await within(new Promise((r) => rig!.server.once("request", r)), 5000, "request reaching the server");
   const started = performance.now();
-  await within(rig.served.close({ graceMs: 200 }), 5000, "close() resolving");
+  await within(rig.served.close(200), 5000, "close() resolving");
   expect(performance.now() - started).toBeGreaterThanOrEqual(190);
   await expect(pending).rejects.toThrow();
   expect(rig.accepted.open).toBe(0);
@@ -98,7 +98,7 @@ test("close() leaves upgraded streams to their upgrade handler", async () => {
   });
   rig = await tunnelRig(server);
   const { socket } = await upgrade(rig.url("/"), { protocol: "raw", dispatcher: rig.dispatcher });
-  await within(rig.served.close({ graceMs: 60_000 }), 5000, "close() resolving");
+  await within(rig.served.close(60_000), 5000, "close() resolving");
   socket.write("still here");
   const [echo] = (await within(
     new Promise((r) => socket.once("data", (d) => r([d]))),

@@ -62,7 +62,7 @@ function client(
     backoff: { initialMs: 20, maxMs: 200, jitter: 0 },
     ...extra,
   });
-  cleanup.push(() => c.stop(100));
+  cleanup.push(() => c.close(100));
   return c.start();
 }
 
@@ -130,7 +130,7 @@ async function shedEveryTunnel(shed: (s: TunnelSession) => void, minutes: number
 
 test.each([
   ["sends GoAway", "goaway", (s: TunnelSession) => s.goAway()],
-  ["closes the tunnel", "closed", (s: TunnelSession) => s.close()],
+  ["closes the tunnel", "closed", (s: TunnelSession) => s.destroy()],
 ] as const)(
   "a server that %s right after each handshake is redialed after growing delays, a few times a minute",
   async (_, reason, shed) => {
@@ -160,7 +160,7 @@ test("the backoff starts over only once a tunnel has lasted stableAfterMs and th
   let handshakes = 0;
   const { server, sessions } = await echoServer({
     tunnel: quiet,
-    onSession: (s) => ++handshakes <= 2 && s.close(), // the first two tunnels end at once
+    onSession: (s) => ++handshakes <= 2 && s.destroy(), // the first two tunnels end at once
   });
   const c = client(server, {
     backoff: { initialMs: 100, maxMs: 10_000, factor: 2, jitter: 0 },
@@ -184,7 +184,7 @@ test("the backoff starts over only once a tunnel has lasted stableAfterMs and th
   vi.advanceTimersByTime(1);
   expect(stable).toHaveLength(1);
   expect(stable[0]).toBe(third);
-  sessions[2]!.close();
+  sessions[2]!.destroy();
   expect(await next(c, "retry")).toMatchObject({ attempt: 1, delayMs: 100, reason: "closed" });
   vi.advanceTimersByTime(100);
 
@@ -193,7 +193,7 @@ test("the backoff starts over only once a tunnel has lasted stableAfterMs and th
   vi.advanceTimersByTime(5000);
   expect(fourth.stats.bytesIn).toBe(0);
   expect(stable).toHaveLength(1);
-  sessions[3]!.close();
+  sessions[3]!.destroy();
   expect(await next(c, "retry")).toMatchObject({ attempt: 2, delayMs: 200, reason: "closed" });
 });
 
@@ -228,7 +228,7 @@ test("GoAway on a stable tunnel: the replacement is dialed at once, before the o
   const events: string[] = [];
   c.on("connected", () => events.push("replacement up"));
   old.once("close", () => events.push("old closed"));
-  const drained = sessions[0]!.drain(10_000);
+  const drained = sessions[0]!.close(10_000);
   const [replacement] = (await once(c, "connected")) as [TunnelSession];
   expect(replacement).not.toBe(old);
   expect(c.active).toBe(replacement);
@@ -255,14 +255,14 @@ test("stop() ends every tunnel and dials no more, while the server goes on", asy
   const stopped = client(server, { dial: { headers: { "x-client": "stopped" } }, backoff: fast });
   await stopped.ready(5000);
   const serverSide = once(sessions[0]!, "close");
-  await stopped.stop(1000);
+  await stopped.close(1000);
   await serverSide;
   expect(stopped.sessions.size).toBe(0);
 
   const control = client(server, { dial: { headers: { "x-client": "control" } }, backoff: fast });
   for (let i = 0; i < 3; i++) {
     const [tunnel] = (await once(control, "connected")) as [TunnelSession];
-    tunnel.close(); // the client takes this for a tunnel that did not last: 10 ms, then it redials
+    tunnel.destroy(); // the client takes this for a tunnel that did not last: 10 ms, then it redials
   }
   await once(control, "connected");
   expect(attempts.map((a) => a.client)).toEqual(["stopped", "control", "control", "control", "control"]);

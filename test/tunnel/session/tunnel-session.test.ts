@@ -57,7 +57,7 @@ test("streams flow both ways over one WebSocket and the server knows who is on t
   expect(stats.bytesOut).toBeGreaterThan("agent -> server".length);
   expect(stats.bytesIn).toBeGreaterThan("hello from the agent to 2".length);
   expect(stats.remoteAddress).toBe("127.0.0.1");
-  client.close();
+  client.destroy();
 });
 
 test("a rejected handshake never becomes a session", async () => {
@@ -78,7 +78,7 @@ test("closing one end closes the other", async () => {
   );
   await client.ping(); // the server side exists by now
   const serverClosed = once(accepted[0]!, "close");
-  client.close();
+  client.destroy();
   await serverClosed;
   expect(accepted[0]!.closed).toBe(true);
   expect(srv.sessions.size).toBe(0);
@@ -98,7 +98,7 @@ test("drain: GoAway, in-flight streams finish, then the tunnel closes", async ()
   st.write("first half, ");
   await once(st, "readable");
   const goaway = once(client, "goaway");
-  const drained = accepted[0]!.drain(10_000);
+  const drained = accepted[0]!.close(10_000);
   await goaway;
   expect(client.draining).toBe(true);
   await expect(client.open()).rejects.toMatchObject({ code: "ERR_YAMUX_REMOTE_GOAWAY" });
@@ -124,7 +124,7 @@ test("drain gives up after the grace period and cuts what is left", async () => 
   st.write("x");
   await client.ping();
   const closed = once(client, "close");
-  await accepted[0]!.drain(50);
+  await accepted[0]!.close(50);
   await closed;
   expect(st.destroyed).toBe(true);
 });
@@ -150,6 +150,6 @@ test("'draining' fires once per end at the first GoAway, whichever end sent it",
   await clientDraining; // the receiver's
   server.goAway();
   client.goAway(); // a GoAway back, and a drain, change nothing: both already drain
-  await server.drain(1000);
+  await server.close(1000);
   expect(seen).toEqual(["server draining, draining=true", "client draining, draining=true"]);
 });

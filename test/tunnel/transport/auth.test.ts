@@ -131,6 +131,6 @@ describe.each(VARIANTS)("$name", (variant) => {
     expect(err.body).toContain("too many handshakes in progress (limit 1)");
     release();
     const connection = await first;
-    connection.terminate();
+    connection.destroy();
   });
 });

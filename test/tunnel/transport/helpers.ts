@@ -105,6 +105,6 @@ export async function startServer<I = undefined>(
 export async function dialed(url: string, options: DialOptions): Promise<TransportConnection> {
   const connection = await dial(url, options);
   connection.stream.on("error", () => {});
-  onTestFinished(() => connection.terminate());
+  onTestFinished(() => connection.destroy());
   return connection;
 }

@@ -81,7 +81,7 @@ describe.each(VARIANTS)("$name", (variant) => {
     const client = await dialed(server.url, server.dialOptions);
     const peer = await server.accepted.next();
     const streamError = new Promise<Error>((resolve) => peer.stream.once("error", resolve));
-    client.terminate();
+    client.destroy();
     const info = await within(peer.closed, 5000, "server close");
     expect(info.code).toBe(1006);
     const err = await within(streamError, 5000, "server stream error");

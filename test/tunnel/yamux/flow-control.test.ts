@@ -68,7 +68,7 @@ test("credit is returned only for consumed bytes, then in halves of the window",
   remote.read(INITIAL_WINDOW / 4); // half consumed: credit for what was consumed
   const update = await peer.next((h) => h.type === FrameType.WindowUpdate && h.length > 0, "window update");
   expect(update.length).toBe(INITIAL_WINDOW / 2);
-  session.close();
+  session.destroy();
 });
 
 test("a peer that sends beyond its window is a protocol error answered with GoAway", async () => {
@@ -107,8 +107,8 @@ test("the receive window grows for a fast reader, never beyond the maximum", asy
     expect(remote.receiveWindow).toBeGreaterThan(INITIAL_WINDOW);
     expect(remote.receiveWindow).toBeLessThanOrEqual(max);
   } finally {
-    client.close();
-    server.close();
+    client.destroy();
+    server.destroy();
   }
 });
 
@@ -123,5 +123,5 @@ test("window updates carry the RST and FIN flags like any other frame", async ()
   s.end();
   await peer.next((h) => h.streamId === s.id && (h.flags & Flag.FIN) !== 0, "our FIN");
   await until(() => session.stats.openStreams === 0, 5000, "stream released");
-  session.close();
+  session.destroy();
 });

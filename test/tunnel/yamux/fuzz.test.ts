@@ -87,7 +87,7 @@ test("10,000 random and mutated inputs: no exception escapes, protocol errors en
       expect(last?.type).toBe(FrameType.GoAway);
       expect(last?.length).toBe(GoAwayCode.ProtocolError);
     }
-    session.close();
+    session.destroy();
   }
   expect(protocolErrors).toBeGreaterThan(1000);
 

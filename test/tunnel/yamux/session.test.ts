@@ -27,7 +27,7 @@ describe("ping and keepalive", () => {
     peer.send(encodeHeader(FrameType.Ping, Flag.SYN, 0, 0xdeadbeef));
     const reply = await peer.next((h) => h.type === FrameType.Ping && h.flags === Flag.ACK, "ping reply");
     expect(reply.length).toBe(0xdeadbeef);
-    session.close();
+    session.destroy();
   });
 
   test("a peer that stops answering is declared dead and the session closes", async () => {
@@ -60,7 +60,7 @@ describe("ping and keepalive", () => {
     const dataAfterPing = frames.slice(pingAt).filter((f) => f.h.type === FrameType.Data).length;
     expect(pingAt).toBeGreaterThan(0);
     expect(dataAfterPing).toBeGreaterThan(0); // the ping jumped over data queued before it
-    session.close();
+    session.destroy();
   });
 });
 
@@ -91,7 +91,7 @@ describe("GoAway", () => {
     peer.send(encodeHeader(FrameType.WindowUpdate, Flag.SYN, 1, 0));
     const rst = await peer.next((h) => h.streamId === 1, "reply to SYN");
     expect(rst.flags).toBe(Flag.RST);
-    session.close();
+    session.destroy();
   });
 
   test("GoAway with an error code from the peer ends the session with that reason", async () => {
@@ -138,7 +138,7 @@ describe("limits", () => {
     const ack = await peer.next((h) => h.streamId === 1, "ACK");
     expect(ack.flags).toBe(Flag.ACK);
     expect((await session.accept()).id).toBe(3);
-    session.close();
+    session.destroy();
   });
 
   test("max streams: local opens beyond it fail, remote ones are refused", async () => {
@@ -165,7 +165,7 @@ describe("limits", () => {
     );
     expect((await peer.next((h) => h.streamId === 3, "reply to SYN 3")).flags).toBe(Flag.RST);
     expect((await peer.next((h) => h.streamId === 1, "reply to SYN 1")).flags).toBe(Flag.ACK);
-    session.close();
+    session.destroy();
   });
 
   test("a stream the peer never acknowledges times out and is reset", async () => {
@@ -175,7 +175,7 @@ describe("limits", () => {
     expect(err).toMatchObject({ code: "ETIMEDOUT" });
     const rst = await peer.next((h) => h.streamId === s.id && (h.flags & Flag.RST) !== 0, "RST");
     expect(rst.type).toBe(FrameType.WindowUpdate);
-    session.close();
+    session.destroy();
   });
 });
 
@@ -251,6 +251,6 @@ describe("keepalive economy", () => {
       (h) => h.type === FrameType.Ping && h.flags === Flag.SYN && ours() > before,
       "a keepalive ping",
     );
-    session.close();
+    session.destroy();
   });
 });

@@ -28,7 +28,7 @@ afterEach(() => {
 async function stalledPair(opts: Parameters<typeof rawPair>[0]) {
   const pair = await rawPair(opts);
   cleanup.push(() => {
-    pair.session.close();
+    pair.session.destroy();
     for (const s of pair.sockets) s.destroy();
   });
   await stallPeer(pair.session, pair.peer, pair.sockets[0]);
@@ -133,7 +133,7 @@ describe("a peer that floods SYNs beyond the accept backlog", () => {
 
   test("while it reads, every refused SYN is answered with RST and the queue stays bounded", async () => {
     const { session, peer, sockets } = await rawPair({ client: false, acceptBacklog: 2, maxControlQueue });
-    cleanup.push(() => session.close());
+    cleanup.push(() => session.destroy());
     const maxQueued = watchControlQueue(session, sockets[0]);
     peer.send(...syns(1, 1000)); // one write: most of it arrives in one chunk
     await peer.next((h) => h.streamId === 1999, "the answer to the last SYN");

@@ -77,7 +77,7 @@ describe("stream lifecycle", () => {
     const err = once(s, "error");
     peer.send(encodeHeader(FrameType.WindowUpdate, Flag.RST, s.id, 0));
     expect(((await err)[0] as NodeJS.ErrnoException).code).toBe("ECONNREFUSED");
-    session.close();
+    session.destroy();
   });
 
   test("ACK|FIN and SYN|FIN frames as the reference sends them", async () => {
@@ -92,7 +92,7 @@ describe("stream lifecycle", () => {
     const inbound = await accepted;
     expect(await texts(inbound)).toBe("fire and forget");
     await peer.next((h) => h.streamId === 2 && (h.flags & Flag.ACK) !== 0, "ACK for stream 2");
-    session.close();
+    session.destroy();
   });
 
   test("FIN never overtakes the data it ends", async () => {
@@ -104,7 +104,7 @@ describe("stream lifecycle", () => {
     const finAt = frames.findIndex((f) => f.h.flags & Flag.FIN);
     const dataBytes = frames.slice(0, finAt).reduce((n, f) => n + (f.payload?.length ?? 0), 0);
     expect(dataBytes).toBe(200_000);
-    session.close();
+    session.destroy();
   });
 
   test("10,000 sequential open/close cycles on one session leave no stream behind", async () => {
@@ -127,7 +127,7 @@ describe("stream lifecycle", () => {
     quiet.on("error", (e) => errors.push(e));
     const pendingAccept = pair.client.accept();
     const remoteGone = once(pair.server, "close");
-    pair.client.close();
+    pair.client.destroy();
     await once(quiet, "close");
     expect(errors).toEqual([]);
     expect(quiet.readableEnded).toBe(false); // a reader can tell it was cut short
@@ -139,7 +139,7 @@ describe("stream lifecycle", () => {
     pair = await sessionPair();
     const s = await pair.client.open();
     const err = once(s, "error");
-    pair.client.close(new Error("transport broke"));
+    pair.client.destroy(new Error("transport broke"));
     const [e] = await err;
     expect(e).toMatchObject({ code: "ERR_YAMUX_SESSION_CLOSED" });
     expect((e as Error).cause).toMatchObject({ message: "transport broke" });
@@ -186,7 +186,7 @@ describe("streams left half-closed by the peer", () => {
     expect(errors).toEqual([expect.objectContaining({ code: "ETIMEDOUT" })]);
     const rst = await peer.next((h) => h.streamId === s.id && (h.flags & Flag.RST) !== 0, "RST");
     expect(rst.type).toBe(FrameType.WindowUpdate);
-    session.close();
+    session.destroy();
   });
 
   test("are left alone when the peer closes its side in time, however late we read", async () => {
@@ -199,6 +199,6 @@ describe("streams left half-closed by the peer", () => {
     expect(await texts(s)).toBe("response");
     await session.ping(); // whatever the session sent before this has reached the peer
     expect(peer.frames.some((f) => f.h.streamId === s.id && (f.h.flags & Flag.RST) !== 0)).toBe(false);
-    session.close();
+    session.destroy();
   });
 });

@@ -145,7 +145,7 @@ describe("agentk's Kubernetes upstream", () => {
     clock.advance(REFRESH_MS + 1);
     await get(upstream, "/api");
     expect(lastAuthorization(api)).toBe("Bearer rotated-token");
-    upstream.close();
+    upstream.destroy();
   });
 
   test("a failed re-read keeps the previous credentials and says so", async () => {
@@ -164,7 +164,7 @@ describe("agentk's Kubernetes upstream", () => {
         msg: "cannot refresh the Kubernetes credentials; still using the previous ones",
       },
     ]);
-    upstream.close();
+    upstream.destroy();
   });
 
   test("kubeconfig: a user's token-file is re-read too (client-node reads it once)", async () => {
@@ -182,7 +182,7 @@ describe("agentk's Kubernetes upstream", () => {
     clock.advance(REFRESH_MS + 1);
     await get(upstream, "/api");
     expect(lastAuthorization(api)).toBe("Bearer rotated-user-token");
-    upstream.close();
+    upstream.destroy();
   });
 
   test("the CA and token files are read once per refresh interval, not per request", async () => {
@@ -197,7 +197,7 @@ describe("agentk's Kubernetes upstream", () => {
     clock.advance(REFRESH_MS + 1);
     expect((await get(upstream, "/api")).status).toBe(200);
     expect(caReads()).toBe(1);
-    upstream.close();
+    upstream.destroy();
   });
 
   test("CA rotation: new connections trust the new CA once it is re-read; a watch on the old one runs on", async () => {
@@ -224,7 +224,7 @@ describe("agentk's Kubernetes upstream", () => {
       while (!events.includes('"name":"after-rotation"')) {
         await once(watch, "data", { signal: AbortSignal.timeout(10_000) });
       }
-      upstream.close();
+      upstream.destroy();
     } finally {
       await rotating.close();
     }
@@ -237,7 +237,7 @@ describe("agentk's Kubernetes upstream", () => {
       const upstream = (await kubernetesUpstream({ kind: "kubeconfig", paths: [path] }))!;
       expect((await get(upstream, "/api/v1/namespaces")).status).toBe(200);
       expect(proxy.connects).toEqual([new URL(api.url).host]);
-      upstream.close();
+      upstream.destroy();
     } finally {
       await proxy.close();
     }
