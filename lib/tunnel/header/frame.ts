@@ -25,7 +25,7 @@ export type DecodeResult =
 const PARTIAL: DecodeResult = { state: "partial" };
 
 /** Incremental decoder for exactly one frame; any chunking of the input gives the same result. */
-export class FrameDecoder {
+export class HeaderFrameDecoder {
   readonly maxBodyBytes: number;
   #chunks: Buffer[] = [];
   #buffered = 0;
@@ -49,7 +49,7 @@ export class FrameDecoder {
   }
 
   push(chunk: Uint8Array): DecodeResult {
-    if (this.#settled) throw new Error("FrameDecoder: push after the frame completed or failed");
+    if (this.#settled) throw new Error("HeaderFrameDecoder: push after the frame completed or failed");
     if (chunk.length === 0) return PARTIAL;
     const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length);
     this.#chunks.push(buf);

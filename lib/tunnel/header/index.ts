@@ -13,22 +13,12 @@ export {
   type StreamHeaderInit,
   StreamReject,
 } from "./codec.ts";
-export {
-  type AdmitStream,
-  DEFAULT_HEADER_TIMEOUT_MS,
-  DEFAULT_REJECT_LINGER_MS,
-  type DispatchResult,
-  type RegisterOptions,
-  StreamDispatcher,
-  type StreamDispatcherOptions,
-  type StreamHandler,
-} from "./dispatcher.ts";
 export { HeaderError, type HeaderErrorCode, rejectCodeName, StreamRejectedError } from "./errors.ts";
 export {
   DEFAULT_MAX_HEADER_BYTES,
   type DecodeResult,
   encodeFrame,
-  FrameDecoder,
+  HeaderFrameDecoder,
   LENGTH_PREFIX_BYTES,
 } from "./frame.ts";
 export {
@@ -38,3 +28,13 @@ export {
   openWithHeader,
 } from "./open.ts";
 export { type ReadFrameOptions, readFrame } from "./read-frame.ts";
+export {
+  type AdmitStream,
+  DEFAULT_HEADER_TIMEOUT_MS,
+  DEFAULT_REJECT_LINGER_MS,
+  type DispatchResult,
+  type RegisterOptions,
+  StreamDispatcher,
+  type StreamDispatcherOptions,
+  type StreamHandler,
+} from "./stream-dispatcher.ts";

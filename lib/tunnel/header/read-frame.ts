@@ -1,6 +1,6 @@
 import type { Readable } from "node:stream";
 import { HeaderError } from "./errors.ts";
-import { FrameDecoder } from "./frame.ts";
+import { HeaderFrameDecoder } from "./frame.ts";
 
 export interface ReadFrameOptions {
   /** Largest body accepted; a longer announced length fails before its bytes are read. */
@@ -30,7 +30,7 @@ export function readFrame(stream: Readable, options: ReadFrameOptions): Promise<
     if (stream.destroyed || stream.readableEnded) {
       return reject(new HeaderError("CLOSED", "stream closed before a frame arrived"));
     }
-    const decoder = new FrameDecoder(maxBytes);
+    const decoder = new HeaderFrameDecoder(maxBytes);
 
     const settle = (error: unknown, body?: Buffer) => {
       stream.off("readable", onReadable);

@@ -1,3 +1,4 @@
+export { TunnelAcceptor } from "./acceptor.ts";
 export type { AttachableServer, AttachOptions } from "./attach.ts";
 export { dial } from "./client.ts";
 export { type CloseInfo, type HttpVersion, TransportConnection } from "./connection.ts";
@@ -20,5 +21,4 @@ export {
 export type { HandshakeRequest } from "./handshake-request.ts";
 export { type ListenOptions, listen, type TunnelListener } from "./listen.ts";
 export type { AcceptorOptions, Authenticate, DialOptions, RejectedHandshake } from "./options.ts";
-export { TunnelAcceptor } from "./server.ts";
 export { classify, createSniffingServer, HTTP2_PREFACE, type SniffingServerOptions } from "./sniff.ts";

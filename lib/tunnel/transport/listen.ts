@@ -3,10 +3,10 @@ import * as http from "node:http";
 import * as http2 from "node:http2";
 import type { AddressInfo, Server, Socket } from "node:net";
 import type { TLSSocket } from "node:tls";
+import { TunnelAcceptor } from "./acceptor.ts";
 import { DEFAULT_HANDSHAKE_TIMEOUT_MS, H2_WINDOW_SIZE } from "./constants.ts";
 import type { AcceptorOptions } from "./options.ts";
 import { positive } from "./options.ts";
-import { TunnelAcceptor } from "./server.ts";
 import { createSniffingServer } from "./sniff.ts";
 
 export interface ListenOptions<I> extends AcceptorOptions<I> {

@@ -6,8 +6,8 @@ import {
   encodeFrame,
   encodeHeaderFrame,
   encodeRejectFrame,
-  FrameDecoder,
   HeaderError,
+  HeaderFrameDecoder,
   LENGTH_PREFIX_BYTES,
   type RejectCode,
   StreamHeader,
@@ -43,7 +43,7 @@ function cut(data: Buffer, points: number[]): Buffer[] {
 }
 
 /** Feeds pieces until the decoder settles; returns the outcome and the bytes it never looked at. */
-function feed(decoder: FrameDecoder, pieces: Buffer[]) {
+function feed(decoder: HeaderFrameDecoder, pieces: Buffer[]) {
   for (let i = 0; i < pieces.length; i++) {
     const result = decoder.push(pieces[i]!);
     if (result.state !== "partial") return { result, unread: Buffer.concat(pieces.slice(i + 1)) };
@@ -55,7 +55,7 @@ describe("stream header codec", () => {
   test("a header survives encode, frame decode and decode unchanged", () => {
     fc.assert(
       fc.property(headerArb, (init) => {
-        const { result } = feed(new FrameDecoder(), [encodeHeaderFrame(init)]);
+        const { result } = feed(new HeaderFrameDecoder(), [encodeHeaderFrame(init)]);
         expect(result.state).toBe("complete");
         if (result.state !== "complete") return;
         expect(result.rest.length).toBe(0);
@@ -73,7 +73,7 @@ describe("stream header codec", () => {
         (init, payload, points) => {
           const wire = Buffer.concat([encodeHeaderFrame(init), payload]);
           const pieces = cut(wire, points);
-          const { result, unread } = feed(new FrameDecoder(), pieces);
+          const { result, unread } = feed(new HeaderFrameDecoder(), pieces);
           expect(result.state).toBe("complete");
           if (result.state !== "complete") return;
           expect(decodeHeader(result.body)).toEqual(StreamHeader.fromPartial(init));
@@ -94,7 +94,7 @@ describe("stream header codec", () => {
         fc.array(fc.nat(), { maxLength: 8 }),
         fc.integer({ min: 0, max: 512 }),
         (bytes, points, max) => {
-          const decoder = new FrameDecoder(max);
+          const decoder = new HeaderFrameDecoder(max);
           const { result } = feed(decoder, cut(Buffer.from(bytes), points));
           if (result.state === "error") {
             expect(result.error).toBeInstanceOf(HeaderError);
@@ -124,7 +124,7 @@ describe("stream header codec", () => {
           const length = Math.min(max + excess, 2 ** 32 - 1);
           const prefix = Buffer.alloc(LENGTH_PREFIX_BYTES);
           prefix.writeUInt32BE(length);
-          const decoder = new FrameDecoder(max);
+          const decoder = new HeaderFrameDecoder(max);
           const first = decoder.push(prefix.subarray(0, firstPiece));
           const second = firstPiece < LENGTH_PREFIX_BYTES ? decoder.push(prefix.subarray(firstPiece)) : first;
           if (firstPiece < LENGTH_PREFIX_BYTES) expect(first.state).toBe("partial");
@@ -142,13 +142,13 @@ describe("stream header codec", () => {
   test("a reject frame decodes to its code and reason; an empty frame means accepted", () => {
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 8 }), text, (code, reason) => {
-        const { result } = feed(new FrameDecoder(), [encodeRejectFrame(code as RejectCode, reason)]);
+        const { result } = feed(new HeaderFrameDecoder(), [encodeRejectFrame(code as RejectCode, reason)]);
         expect(result.state).toBe("complete");
         if (result.state !== "complete") return;
         expect(decodeReply(result.body)).toEqual({ accepted: false, reject: { code, message: reason } });
       }),
     );
-    const { result } = feed(new FrameDecoder(), [encodeFrame(new Uint8Array(0))]);
+    const { result } = feed(new HeaderFrameDecoder(), [encodeFrame(new Uint8Array(0))]);
     expect(result.state === "complete" && decodeReply(result.body)).toEqual({ accepted: true });
   });
 
