@@ -1,8 +1,7 @@
-import { createHash } from "node:crypto";
 import { type IncomingMessage, STATUS_CODES } from "node:http";
 import type { ServerHttp2Stream } from "node:http2";
 import type { Duplex } from "node:stream";
-import type { WebSocket } from "ws";
+import { type WebSocket, WebSocketServer } from "ws";
 import type { HttpVersion } from "./connection.ts";
 import type { Refusal } from "./handshake-validate.ts";
 import { openWebSocketOnStream } from "./ws-over-stream.ts";
@@ -20,8 +19,29 @@ export interface HandshakeReply {
   accept(protocol: string, maxPayload: number): WebSocket | undefined;
 }
 
-const GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 const noop = () => {};
+
+/**
+ * ws' own server, without a listener of its own (`noServer`): it completes HTTP/1.1 upgrades we
+ * hand it once our authentication has passed. One per maximum payload (per acceptor, in practice).
+ */
+const upgraders = new Map<string, WebSocketServer>();
+function upgraderFor(protocol: string, maxPayload: number): WebSocketServer {
+  const key = `${protocol}\u0000${maxPayload}`;
+  let wss = upgraders.get(key);
+  if (!wss) {
+    wss = new WebSocketServer({
+      noServer: true,
+      clientTracking: false,
+      perMessageDeflate: false,
+      maxPayload,
+      // validateH1 already required this subprotocol among the client's.
+      handleProtocols: () => protocol,
+    });
+    upgraders.set(key, wss);
+  }
+  return wss;
+}
 
 export function h1Reply(req: IncomingMessage, socket: Duplex, head: Buffer): HandshakeReply {
   // Node's HTTP server drops its socket listeners before 'upgrade'; a reset while we authenticate
@@ -42,21 +62,13 @@ export function h1Reply(req: IncomingMessage, socket: Duplex, head: Buffer): Han
         socket.destroy();
         return undefined;
       }
-      const accept = createHash("sha1")
-        .update(req.headers["sec-websocket-key"] + GUID)
-        .digest("base64");
-      socket.write(
-        [
-          "HTTP/1.1 101 Switching Protocols",
-          "Upgrade: websocket",
-          "Connection: Upgrade",
-          `Sec-WebSocket-Accept: ${accept}`,
-          `Sec-WebSocket-Protocol: ${protocol}`,
-          "\r\n",
-        ].join("\r\n"),
-      );
       socket.removeListener("error", noop);
-      return openWebSocketOnStream(socket, { role: "server", protocol, maxPayload, head });
+      // ws' public upgrade: it answers 101 and opens the WebSocket before returning (no verifyClient).
+      let opened: WebSocket | undefined;
+      upgraderFor(protocol, maxPayload).handleUpgrade(req, socket, head, (ws) => {
+        opened = ws;
+      });
+      return opened;
     },
   };
 }

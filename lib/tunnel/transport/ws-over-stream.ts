@@ -4,10 +4,11 @@ import { WebSocket } from "ws";
 /**
  * The one place that reaches into `ws` internals.
  *
- * `ws` has no public API to run a WebSocket over a stream whose HTTP handshake someone else did:
- * its own server does `new WebSocket(null)` then `setSocket(socket, head, options)`, and that is what
- * this does for the HTTP/1.1 server side (after our own authentication) and for both ends of an
- * RFC 8441 HTTP/2 stream, which `ws` does not support at all. Three private fields matter:
+ * `ws` has no public API to run a WebSocket over a stream whose HTTP handshake someone else did,
+ * which RFC 8441 (WebSocket over an HTTP/2 stream, which `ws` does not support at all) needs on
+ * both ends: its own server does `new WebSocket(null)` then `setSocket(socket, head, options)`, and
+ * so does this. (HTTP/1.1 upgrades use ws' public `WebSocketServer#handleUpgrade`.)
+ * test/tunnel/transport/ws-internals.test.ts fails, naming what moved, when ws changes them. Three private fields matter:
  * - `_isServer` decides masking: a client masks what it sends and the receiver insists on the mirror
  *   image, so the HTTP/2 client end must flip it (`new WebSocket(null)` always makes a server end);
  * - `_protocol` is what `ws.protocol` reports (its handshake code would set it);
@@ -58,6 +59,7 @@ export function openWebSocketOnStream(socket: Duplex, options: StreamWebSocketOp
     closeTimeout: 30_000,
   });
   const internals = ws as unknown as WebSocketInternals;
+  assertInternals(internals);
   internals._isServer = options.role === "server";
   internals._protocol = options.protocol;
   internals.setSocket(socket, options.head ?? EMPTY, {
@@ -68,4 +70,19 @@ export function openWebSocketOnStream(socket: Duplex, options: StreamWebSocketOp
     skipUTF8Validation: false,
   });
   return ws;
+}
+
+/** Fails loudly, naming what moved, rather than misbehaving when a `ws` release changes these. */
+export function assertInternals(ws: object): void {
+  const w = ws as Partial<WebSocketInternals>;
+  if (typeof w.setSocket !== "function") throw internalsMoved("WebSocket#setSocket is no longer a method");
+  if (typeof w._isServer !== "boolean")
+    throw internalsMoved("WebSocket#_isServer is no longer a boolean field");
+  if (!("_protocol" in w)) throw internalsMoved("WebSocket#_protocol is gone");
+}
+
+function internalsMoved(what: string): Error {
+  return new Error(
+    `the installed ws no longer has the internals RFC 8441 tunnels rely on: ${what} (see ws-over-stream.ts)`,
+  );
 }
