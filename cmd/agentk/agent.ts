@@ -16,12 +16,15 @@ import {
   type AgentkModuleDeps,
   type AgentkModuleFactory,
   LatestValue,
+  LEADER_ONLY,
   ModuleRunner,
   Phase,
 } from "../../modules/runtime/index.ts";
 import { serviceProxyAgentModule } from "../../modules/service_proxy/agentk/module.ts";
 import type { AgentkConfig } from "./config/index.ts";
 import { createHttpServiceStreams } from "./http-services.ts";
+import { createLeaseElector } from "./leader/from-config.ts";
+import type { LeaseElector } from "./leader/lease-elector.ts";
 import type { AgentkMetrics, Logger, ReadinessChecks } from "./observability/index.ts";
 
 /** Handshake headers naming this pod, so kas can say in its logs which replica holds a tunnel. */
@@ -32,8 +35,10 @@ export interface AgentDeps {
   log: Logger;
   metrics: AgentkMetrics;
   readiness: ReadinessChecks;
-  /** For tests: faster reconnects, yamux settings. */
-  tuning?: Pick<TunnelClientOptions, "backoff" | "stableAfterMs" | "tunnel">;
+  /** For tests: faster reconnects, yamux settings, modules of the test's own after agentk's. */
+  tuning?: Pick<TunnelClientOptions, "backoff" | "stableAfterMs" | "tunnel"> & {
+    modules?: AgentkModuleFactory[];
+  };
 }
 
 export interface Agent {
@@ -82,7 +87,12 @@ export function createAgent(config: AgentkConfig, deps: AgentDeps): Agent {
   // gRPC to kas: one HTTP/2 connection over a `grpc` stream on the active tunnel, moved to the
   // next tunnel when kas drains this one.
   const kasRpc = tunnelClientChannel(client, { label: "kas" });
-  const runner = new ModuleRunner<AgentkModuleDeps>(agentkModules(config, kasConnectionModule(config, deps)));
+  const modules = [
+    ...agentkModules(config, kasConnectionModule(config, deps)),
+    ...(deps.tuning?.modules ?? []),
+  ];
+  const runner = new ModuleRunner<AgentkModuleDeps>(modules);
+  let elector: LeaseElector | undefined;
   const moduleDeps: AgentkModuleDeps = {
     log,
     registry: metrics.registry,
@@ -98,8 +108,22 @@ export function createAgent(config: AgentkConfig, deps: AgentDeps): Agent {
     get urls() {
       return runner.urls;
     },
-    start: () => runner.start(moduleDeps),
-    close: (graceMs) => runner.close(graceMs),
+    async start() {
+      // An election only for modules that asked for one (`leaderOnly`): no Lease otherwise.
+      if (modules.some((m) => LEADER_ONLY in m)) {
+        elector = await createLeaseElector(config, log);
+        if (elector) moduleDeps.leader = elector;
+        elector?.start();
+      }
+      await runner.start(moduleDeps);
+    },
+    async close(graceMs) {
+      try {
+        await runner.close(graceMs);
+      } finally {
+        await elector?.close(); // releases the lease: another replica takes over at once
+      }
+    },
   };
 
   /** The tunnel to kas, and the HTTP services served over it, as a module of the core phase. */

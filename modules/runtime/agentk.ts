@@ -5,6 +5,7 @@ import type { Forwarder } from "../../cmd/common/http/index.ts";
 import type { Logger, ReadinessChecks, RequestMetrics } from "../../cmd/common/observability/index.ts";
 import type { TunnelClient } from "../../lib/tunnel/index.ts";
 import type { LatestValue } from "./latest.ts";
+import type { LeaderElection } from "./leader.ts";
 import type { ModuleFactory } from "./module.ts";
 
 /**
@@ -37,6 +38,11 @@ export interface AgentkModuleDeps {
    * their clients with `{ channelOverride: kasRpc }`. kas knows who calls from the tunnel.
    */
   kasRpc: grpc.Channel;
+  /**
+   * This replica's leader election among the agent's replicas, when a module asked for it
+   * (`leaderOnly`) and agentk has a Kubernetes configuration.
+   */
+  leader?: LeaderElection;
   /** The newest agent configuration from kas, as it changes. */
   configuration: LatestValue<AgentConfiguration>;
 }

@@ -13,5 +13,6 @@ export type {
   KasModuleFactory,
 } from "./kas.ts";
 export { LatestValue } from "./latest.ts";
+export { LEADER_ONLY, type LeaderElection, leaderOnly } from "./leader.ts";
 export { type Module, type ModuleFactory, Phase } from "./module.ts";
 export { ModuleCloseError, ModuleRunner } from "./runner.ts";

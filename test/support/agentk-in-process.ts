@@ -15,6 +15,7 @@ import {
   ReadinessChecks,
 } from "../../cmd/agentk/observability/index.ts";
 import { type BackoffOptions, HandshakeError } from "../../lib/tunnel/index.ts";
+import type { AgentkModuleFactory } from "../../modules/runtime/index.ts";
 import { writeKubeconfig } from "./kubeconfig.ts";
 
 export interface InProcessAgentkOptions {
@@ -34,6 +35,8 @@ export interface InProcessAgentkOptions {
   log?: Logger;
   /** Default: 50 ms to 200 ms, for tests that reconnect. */
   backoff?: BackoffOptions;
+  /** Modules of the test's own, run after agentk's. */
+  modules?: AgentkModuleFactory[];
 }
 
 export interface InProcessAgentk {
@@ -93,7 +96,7 @@ export async function startInProcessAgentk(o: InProcessAgentkOptions): Promise<I
     log: o.log ?? createLogger({ level: "silent" }),
     metrics: createAgentkMetrics(),
     readiness: new ReadinessChecks(),
-    tuning: { backoff: o.backoff ?? { initialMs: 50, maxMs: 200 } },
+    tuning: { backoff: o.backoff ?? { initialMs: 50, maxMs: 200 }, ...(o.modules && { modules: o.modules }) },
   });
   const rejected: number[] = [];
   agent.client.on("retry", ({ reason, error }) => {

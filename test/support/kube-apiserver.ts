@@ -104,8 +104,12 @@ export async function startKubeApiServer(options: { token?: string } = {}): Prom
       return sendJson(res, 200, { major: "1", minor: "31", gitVersion: "v1.31.0-test" });
     if (path === "/healthz" || path === "/readyz" || path === "/livez") return sendText(res, 200, "ok");
 
-    const parts = path.split("/").slice(3); // after "", "api", "v1"
-    if (!path.startsWith("/api/v1/") || parts.length === 0) return notFoundPath(res);
+    if (path === "/apis") return sendJson(res, 200, apiGroupList());
+    if (path === "/apis/coordination.k8s.io/v1") return sendJson(res, 200, groupResourceList());
+    // Core resources under /api/v1, the Lease group's under /apis/coordination.k8s.io/v1.
+    const group = path.startsWith("/apis/coordination.k8s.io/v1/") ? "coordination.k8s.io/v1" : "v1";
+    const parts = path.split("/").slice(group === "v1" ? 3 : 4);
+    if ((group === "v1" && !path.startsWith("/api/v1/")) || parts.length === 0) return notFoundPath(res);
     // /api/v1/{resource}[/{name}] (cluster-scoped, or every namespace for namespaced ones)
     // /api/v1/namespaces/{ns}/{resource}[/{name}[/log]]
     let ns: string | undefined;
@@ -115,7 +119,7 @@ export async function startKubeApiServer(options: { token?: string } = {}): Prom
       rest = parts.slice(2);
     }
     const resource = rest[0] as Resource;
-    if (!(resource in RESOURCES)) return notFoundPath(res);
+    if (!(resource in RESOURCES) || RESOURCES[resource].apiVersion !== group) return notFoundPath(res);
     const namespaced = RESOURCES[resource].namespaced;
     const name = rest[1] === undefined ? undefined : decodeURIComponent(rest[1]);
     const sub = rest[2];
@@ -148,6 +152,20 @@ export async function startKubeApiServer(options: { token?: string } = {}): Prom
     }
     if (method === "GET") return sendJson(res, 200, store.get(resource, ns, name));
     if (method === "DELETE") return sendJson(res, 200, store.delete(resource, ns, name));
+    if (method === "PUT") {
+      void readJson(req).then(
+        (body) => {
+          try {
+            sendJson(res, 200, store.replace(resource, ns, name, body));
+          } catch (err) {
+            const e = err as StoreError;
+            sendStatus(res, e.code ?? 500, e.reason ?? "InternalError", e.message);
+          }
+        },
+        () => sendStatus(res, 400, "BadRequest", "the request body is not JSON"),
+      );
+      return;
+    }
     return sendStatus(res, 405, "MethodNotAllowed", `${method} is not supported here`);
   }
 
@@ -241,19 +259,45 @@ function apiVersions() {
   };
 }
 
+const VERBS = ["create", "delete", "get", "list", "watch", "update"];
+
+/** Discovery entries of the resources served under `groupVersion`. */
+function resourcesOf(groupVersion: string) {
+  return Object.entries(RESOURCES)
+    .filter(([, r]) => r.apiVersion === groupVersion)
+    .map(([name, r]) => ({
+      name,
+      singularName: r.kind.toLowerCase(),
+      namespaced: r.namespaced,
+      kind: r.kind,
+      verbs: VERBS,
+    }));
+}
+
+function apiGroupList() {
+  const version = { groupVersion: "coordination.k8s.io/v1", version: "v1" };
+  return {
+    kind: "APIGroupList",
+    apiVersion: "v1",
+    groups: [{ name: "coordination.k8s.io", versions: [version], preferredVersion: version }],
+  };
+}
+
+function groupResourceList() {
+  return {
+    kind: "APIResourceList",
+    apiVersion: "v1",
+    groupVersion: "coordination.k8s.io/v1",
+    resources: resourcesOf("coordination.k8s.io/v1"),
+  };
+}
+
 function apiResourceList() {
-  const verbs = ["create", "delete", "get", "list", "watch"];
   return {
     kind: "APIResourceList",
     groupVersion: "v1",
     resources: [
-      ...Object.entries(RESOURCES).map(([name, r]) => ({
-        name,
-        singularName: r.kind.toLowerCase(),
-        namespaced: r.namespaced,
-        kind: r.kind,
-        verbs,
-      })),
+      ...resourcesOf("v1"),
       { name: "pods/log", singularName: "", namespaced: true, kind: "Pod", verbs: ["get"] },
       {
         name: "pods/exec",

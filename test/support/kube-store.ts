@@ -29,9 +29,10 @@ export interface WatchEvent {
 
 /** The resources the test server knows: plural name -> kind and whether it lives in a namespace. */
 export const RESOURCES = {
-  namespaces: { kind: "Namespace", namespaced: false },
-  configmaps: { kind: "ConfigMap", namespaced: true },
-  pods: { kind: "Pod", namespaced: true },
+  namespaces: { kind: "Namespace", namespaced: false, apiVersion: "v1" },
+  configmaps: { kind: "ConfigMap", namespaced: true, apiVersion: "v1" },
+  pods: { kind: "Pod", namespaced: true, apiVersion: "v1" },
+  leases: { kind: "Lease", namespaced: true, apiVersion: "coordination.k8s.io/v1" },
 } as const;
 
 export type Resource = keyof typeof RESOURCES;
@@ -79,7 +80,7 @@ export class KubeStore extends EventEmitter<{ change: [WatchEvent] }> {
   }
 
   create(resource: Resource, ns: string | undefined, body: unknown): KubeObject {
-    const { kind, namespaced } = RESOURCES[resource];
+    const { kind, namespaced, apiVersion } = RESOURCES[resource];
     const input = body as Partial<KubeObject> | null;
     const name = input?.metadata?.name;
     if (typeof name !== "string" || !/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(name)) {
@@ -98,7 +99,7 @@ export class KubeStore extends EventEmitter<{ change: [WatchEvent] }> {
     }
     const object: KubeObject = {
       ...input,
-      apiVersion: "v1",
+      apiVersion,
       kind,
       metadata: {
         ...input!.metadata,
@@ -123,6 +124,33 @@ export class KubeStore extends EventEmitter<{ change: [WatchEvent] }> {
   ): KubeObject {
     const current = this.get(resource, ns, name);
     const object = { ...current, ...fields, metadata: { ...current.metadata } };
+    this.#objects.get(resource)!.set(key(ns, name), object);
+    this.#record(resource, "MODIFIED", object);
+    return object;
+  }
+
+  /**
+   * PUT: the whole object replaced (metadata the server owns kept). With optimistic concurrency, as
+   * the real server: a `metadata.resourceVersion` that is not the current one is a 409 Conflict.
+   */
+  replace(resource: Resource, ns: string | undefined, name: string, body: unknown): KubeObject {
+    const current = this.get(resource, ns, name);
+    const input = (body ?? {}) as Partial<KubeObject>;
+    const claimed = input.metadata?.resourceVersion;
+    if (claimed !== undefined && claimed !== current.metadata.resourceVersion) {
+      throw new StoreError(
+        409,
+        "Conflict",
+        `Operation cannot be fulfilled on ${resource} "${name}": the object has been modified; please apply your changes to the latest version and try again`,
+      );
+    }
+    const { uid, creationTimestamp, namespace } = current.metadata;
+    const object: KubeObject = {
+      ...input,
+      apiVersion: current.apiVersion,
+      kind: current.kind,
+      metadata: { ...input.metadata, name, ...(namespace && { namespace }), uid, creationTimestamp },
+    };
     this.#objects.get(resource)!.set(key(ns, name), object);
     this.#record(resource, "MODIFIED", object);
     return object;
