@@ -2,8 +2,7 @@
 // listener (8150) and GitLab's API front (8153) run under the same runner as the capabilities.
 import { type Authenticate, Kind } from "../../lib/tunnel/index.ts";
 import type { AgentIdentity, KasModuleFactory } from "../../modules/runtime/index.ts";
-import { Phase } from "../../modules/runtime/index.ts";
-import type { HttpListener } from "../common/http/index.ts";
+import { listenerModule, Phase } from "../../modules/runtime/index.ts";
 import type { AgentRpcServer } from "./agent-rpc.ts";
 import { type AgentListener, type AgentListenerOptions, serveAgents } from "./agents/index.ts";
 import { type ApiRouteTable, serveApi } from "./api/index.ts";
@@ -68,33 +67,13 @@ export function apiFrontModule(
   secrets: KasSecrets,
   routes: ApiRouteTable,
 ): KasModuleFactory {
-  return {
-    name: "api",
-    phase: Phase.front,
-    create({ log, requests }) {
-      let listener: HttpListener | undefined;
-      return {
-        name: "api",
-        get urls() {
-          return listener ? { api: listener.url } : {};
-        },
-        async start() {
-          if (secrets.apiSecret === undefined) {
-            log.warn({}, "API for GitLab disabled: api.listen.authentication_secret_file is not set");
-            return;
-          }
-          listener = await serveApi({
-            listen: config.api.listen,
-            secret: secrets.apiSecret,
-            routes,
-            metrics: requests,
-            log,
-          });
-        },
-        close: async (graceMs) => listener?.close(graceMs),
-      };
-    },
-  };
+  return listenerModule("api", Phase.front, "api", async ({ log, requests }) => {
+    if (secrets.apiSecret === undefined) {
+      log.warn({}, "API for GitLab disabled: api.listen.authentication_secret_file is not set");
+      return undefined;
+    }
+    return serveApi({ listen: config.api.listen, secret: secrets.apiSecret, routes, metrics: requests, log });
+  });
 }
 
 /**

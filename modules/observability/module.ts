@@ -4,11 +4,10 @@ import type { Registry } from "prom-client";
 import type { ListenAddress } from "../../cmd/common/config/values.ts";
 import {
   type Logger,
-  type ObservabilityServer,
   type ReadinessChecks,
   serveObservability,
 } from "../../cmd/common/observability/index.ts";
-import { type ModuleFactory, Phase } from "../runtime/index.ts";
+import { listenerModule, type ModuleFactory, Phase } from "../runtime/index.ts";
 
 export interface ObservabilityConfig {
   listen: ListenAddress;
@@ -24,35 +23,25 @@ export interface ObservabilityDeps {
 }
 
 export function observabilityModule(config: ObservabilityConfig): ModuleFactory<ObservabilityDeps> {
-  return {
-    name: "observability",
-    phase: Phase.observability,
-    create({ log, registry, readiness }) {
-      let server: ObservabilityServer | undefined;
-      return {
-        name: "observability",
-        get urls() {
-          return server ? { observability: server.url } : {};
-        },
-        async start(signal) {
-          // Not ready from the moment the daemon starts stopping; the probes stay up until the end.
-          signal.addEventListener("abort", () =>
-            readiness.add("shutdown", () => {
-              throw new Error("shutting down");
-            }),
-          );
-          server = await serveObservability({
-            listen: config.listen,
-            registry,
-            readiness,
-            log,
-            ...(config.paths && { paths: config.paths }),
-          });
-        },
-        async close() {
-          await server?.close();
-        },
-      };
+  return listenerModule(
+    "observability",
+    Phase.observability,
+    "observability",
+    async ({ log, registry, readiness }, signal) => {
+      // Not ready from the moment the daemon starts stopping; the probes stay up until the end.
+      signal.addEventListener("abort", () =>
+        readiness.add("shutdown", () => {
+          throw new Error("shutting down");
+        }),
+      );
+      const server = await serveObservability({
+        listen: config.listen,
+        registry,
+        readiness,
+        log,
+        ...(config.paths && { paths: config.paths }),
+      });
+      return { url: server.url, close: () => server.close() };
     },
-  };
+  );
 }

@@ -14,5 +14,6 @@ export type {
 } from "./kas.ts";
 export { LatestValue } from "./latest.ts";
 export { LEADER_ONLY, type LeaderElection, leaderOnly } from "./leader.ts";
+export { type Listening, listenerModule } from "./listener-module.ts";
 export { type Module, type ModuleFactory, Phase } from "./module.ts";
 export { ModuleCloseError, ModuleRunner } from "./runner.ts";
