@@ -21,15 +21,14 @@ import {
   Phase,
 } from "../../modules/runtime/index.ts";
 import { serviceProxyAgentModule } from "../../modules/service_proxy/agentk/module.ts";
+import { POD_NAME_HEADER, POD_NAMESPACE_HEADER } from "../common/agent-headers.ts";
 import type { AgentkConfig } from "./config/index.ts";
 import { createHttpServiceStreams } from "./http-services.ts";
 import { createLeaseElector } from "./leader/from-config.ts";
 import type { LeaseElector } from "./leader/lease-elector.ts";
 import type { AgentkMetrics, Logger, ReadinessChecks } from "./observability/index.ts";
 
-/** Handshake headers naming this pod, so kas can say in its logs which replica holds a tunnel. */
-export const POD_NAME_HEADER = "x-agentk-pod-name";
-export const POD_NAMESPACE_HEADER = "x-agentk-pod-namespace";
+export { POD_NAME_HEADER, POD_NAMESPACE_HEADER } from "../common/agent-headers.ts";
 
 export interface AgentDeps {
   log: Logger;

@@ -43,6 +43,8 @@ export interface AgentInfo {
 export interface AgentIdentity extends AgentInfo {
   /** The token the agent presented; logs and JSON show "[REDACTED]". */
   token: AgentToken;
+  /** The pod the agentk replica says it runs in (its handshake headers): for logs, never trusted. */
+  pod?: { name?: string; namespace?: string };
 }
 
 /** A tunnel from an authenticated agent. */

@@ -82,6 +82,15 @@ describe("kas and agentk as processes", () => {
     expect(agents).toMatchObject([
       { agentId: "42", tunnels: 1, pods: [{ name: "agentk-e2e", namespace: "gitlab-agent" }] },
     ]);
+    // kas's log names the replica behind the tunnel.
+    const connected = kas
+      .out()
+      .split("\n")
+      .find((l) => l.includes('"msg":"agent connected"'));
+    expect(JSON.parse(connected!)).toMatchObject({
+      agentId: "42",
+      pod: { name: "agentk-e2e", namespace: "gitlab-agent" },
+    });
     const res = await gitlab("/api/v1/agents/42/services/prometheus/metrics?x=1");
     expect(res.status).toBe(200);
     expect(await res.text()).toBe("metrics at /metrics?x=1\n");

@@ -64,7 +64,7 @@ export async function serveAgents(options: AgentListenerOptions): Promise<AgentL
     ...(options.tunnel && { tunnel: options.tunnel }),
     ...(options.onReject && { onReject: options.onReject }),
     onSession: (session) => {
-      const { agentId, projectId } = session.identity;
+      const { agentId, projectId, pod } = session.identity;
       router.register(agentId, session);
       if (options.tokenRecheck) closeOnRevocation(session, options.tokenRecheck, log);
       if (dispatcher) session.on("stream", (stream) => void dispatcher.handle(stream, session));
@@ -79,10 +79,9 @@ export async function serveAgents(options: AgentListenerOptions): Promise<AgentL
         session.on("close", () => clearTimeout(timer));
       }
       const remoteAddress = session.stats.remoteAddress;
-      log?.info({ agentId, projectId, remoteAddress }, "agent connected");
-      session.on("close", (err) =>
-        log?.info({ agentId, projectId, remoteAddress, ...(err && { err }) }, "agent disconnected"),
-      );
+      const who = { agentId, projectId, remoteAddress, ...(pod && { pod }) };
+      log?.info(who, "agent connected");
+      session.on("close", (err) => log?.info({ ...who, ...(err && { err }) }, "agent disconnected"));
     },
   });
 

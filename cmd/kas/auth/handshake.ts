@@ -1,6 +1,7 @@
 import type { HandshakeRequest } from "../../../lib/tunnel/index.ts";
 import { HandshakeRejection } from "../../../lib/tunnel/index.ts";
 import type { AgentIdentity } from "../../../modules/runtime/kas.ts";
+import { podFromHeaders } from "../../common/agent-headers.ts";
 import { AgentToken, tokenFingerprint } from "../../common/agent-token.ts";
 import { AgentAuthError, type AgentAuthErrorCode } from "./errors.ts";
 import type { AgentAuthenticator } from "./types.ts";
@@ -35,7 +36,8 @@ export function createAgentAuthenticate(options: AgentAuthenticateOptions) {
     try {
       const info = await authenticator.authenticateAgent(token, { signal: context.signal });
       onResult?.("ok");
-      return { ...info, token: new AgentToken(token) };
+      const pod = podFromHeaders(request.headers);
+      return { ...info, token: new AgentToken(token), ...(Object.keys(pod).length > 0 && { pod }) };
     } catch (err) {
       if (context.signal.aborted) throw err; // the handshake is gone; the listener answers timeouts itself
       const error =

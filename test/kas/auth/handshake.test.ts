@@ -73,6 +73,26 @@ describe("the agent listener's authenticate hook", () => {
     );
   });
 
+  test("the pod agentk names in its handshake joins the identity, for logs; over-long values are dropped", async () => {
+    const { server, sessions } = await startKas();
+    const a = await dial(server.url, {
+      headers: {
+        Authorization: `Bearer ${TOKEN}`,
+        "X-Agentk-Pod-Name": "agentk-7d9f",
+        "X-Agentk-Pod-Namespace": "gitlab-agent",
+      },
+    });
+    const b = await dial(server.url, {
+      headers: { Authorization: `Bearer ${TOKEN}`, "X-Agentk-Pod-Name": "p".repeat(254) },
+    });
+    cleanups.push(async () => {
+      a.close();
+      b.close();
+    });
+    expect(sessions[0]!.identity.pod).toEqual({ name: "agentk-7d9f", namespace: "gitlab-agent" });
+    expect(sessions[1]!.identity.pod).toBeUndefined();
+  });
+
   test.each([
     ["no Authorization header", {}],
     ["a Basic Authorization header", { Authorization: "Basic dXNlcjpwYXNz" }],
