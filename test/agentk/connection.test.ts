@@ -1,20 +1,18 @@
-// agentk's tunnel under adverse conditions: a proxy in the way, a wrong token, kas killed or
-// restarted, no Kubernetes configuration.
+// agentk's tunnel under adverse conditions, against the real kas: a proxy in the way, a wrong
+// token, kas killed or restarted, no Kubernetes configuration.
 import { once } from "node:events";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { RejectCode, StreamRejectedError } from "../../lib/tunnel/index.ts";
+import { gitlabJwt, TOKEN, writeFixtures } from "../kas/support/fixtures.ts";
+import { type InProcessKas, startInProcessKas } from "../kas/support/in-process.ts";
+import { listenAddressOf, portsEnv, spawnKas } from "../kas/support/kas-process.ts";
 import { startConnectProxy } from "../support/connect-proxy.ts";
 import { testPki } from "../support/tls-certs.ts";
-import { msg, observabilityUrl, spawnAgentk, spawnStandInKas } from "./support/processes.ts";
-import { startStandInKas } from "./support/stand-in-kas.ts";
-
-const TOKEN = "glagent-Hx2Kd9Lm4Np7Qr0St3Vw6Yz1";
+import { msg, observabilityUrl, spawnAgentk } from "./support/processes.ts";
 
 let dir: string;
 let tokenFile: string;
@@ -36,44 +34,54 @@ afterAll(async () => {
 });
 
 /** agentk with an observability port of its own, no Kubernetes configuration, one service "hello". */
-async function agentk(kasAddress: string, extraArgs: string[] = [], env: NodeJS.ProcessEnv = {}) {
+async function agentk(
+  kasAddress: string,
+  extraArgs: string[] = [],
+  env: NodeJS.ProcessEnv = {},
+  token = tokenFile,
+) {
   const proc = spawnAgentk(
-    [
-      "--kas-address",
-      kasAddress,
-      "--token-file",
-      tokenFile,
-      "--service",
-      `hello=${serviceUrl}`,
-      ...extraArgs,
-    ],
+    ["--kas-address", kasAddress, "--token-file", token, "--service", `hello=${serviceUrl}`, ...extraArgs],
     { AGENTK_OBSERVABILITY_LISTEN_ADDRESS: "127.0.0.1:0", ...env },
   );
   return Object.assign(proc, { observability: await observabilityUrl(proc) });
 }
 
-async function hello(kas: { http(service: string): import("undici").Dispatcher }): Promise<string> {
-  const res = await request("http://hello.test/ping", { dispatcher: kas.http("hello") });
-  return res.body.text();
+/** What GitLab gets from the agent's "hello" service through kas's API. */
+async function hello(kas: { addresses: { api?: string } }, apiSecret: Uint8Array): Promise<string> {
+  const res = await fetch(`${kas.addresses.api}/api/v1/agents/42/services/hello/ping`, {
+    headers: { "gitlab-kas-api-request": await gitlabJwt(apiSecret) },
+  });
+  return res.text();
 }
 
 describe("agentk's tunnel", () => {
-  test("through an HTTP CONNECT proxy (HTTPS_PROXY) to a TLS kas; no kube config -> kubernetes streams UNAVAILABLE", async () => {
+  test("through an HTTP CONNECT proxy (HTTPS_PROXY) to a TLS kas; no kube config -> the Kubernetes API is UNAVAILABLE", async () => {
     const pki = await testPki();
-    const kas = await startStandInKas({ token: TOKEN, tls: { cert: pki.cert, key: pki.key } });
+    const certFile = join(dir, "kas.pem");
+    const keyFile = join(dir, "kas-key.pem");
+    await Promise.all([writeFile(certFile, pki.cert), writeFile(keyFile, pki.key)]);
+    const kas = await startInProcessKas((c) => {
+      c.agent.listen.certificateFile = certFile;
+      c.agent.listen.keyFile = keyFile;
+    });
     const proxy = await startConnectProxy();
     const caFile = join(dir, "kas-ca.pem");
     await writeFile(caFile, pki.caCert);
-    const agent = await agentk(kas.url, ["--ca-cert-file", caFile], { HTTPS_PROXY: proxy.url });
+    const url = kas.addresses.agent.replace("127.0.0.1", "localhost");
+    const agent = await agentk(url, ["--ca-cert-file", caFile], { HTTPS_PROXY: proxy.url });
     try {
-      expect(kas.url).toMatch(/^wss:\/\/127\.0\.0\.1:/);
+      expect(kas.addresses.agent).toMatch(/^wss:\/\/127\.0\.0\.1:/);
       await agent.waitFor(msg("connected to kas"));
-      expect(proxy.connects).toEqual([`127.0.0.1:${kas.port}`]);
-      expect(await hello(kas)).toBe("hello from /ping\n");
-      const refused = await kas.open("kubernetes").catch((e: unknown) => e);
-      expect(refused).toBeInstanceOf(StreamRejectedError);
-      expect((refused as StreamRejectedError).code).toBe(RejectCode.REJECT_CODE_UNAVAILABLE);
-      expect((refused as StreamRejectedError).reason).toBe("no Kubernetes configuration");
+      expect(proxy.connects).toEqual([`localhost:${new URL(url).port}`]);
+      expect(await hello(kas, kas.apiSecret)).toBe("hello from /ping\n");
+      const refused = await fetch(`${kas.addresses.kubernetesApi}/api/v1/namespaces`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
+      expect(refused.status).toBe(503);
+      expect(((await refused.json()) as { message: string }).message).toContain(
+        "no Kubernetes configuration",
+      );
     } finally {
       agent.kill();
       await kas.close();
@@ -82,21 +90,24 @@ describe("agentk's tunnel", () => {
   });
 
   test("wrong token: kas answers 401 and the agent backs off, longer each time", async () => {
-    const kas = await startStandInKas({ token: "a-different-token" });
-    const agent = await agentk(kas.url);
+    const kas = await startInProcessKas();
+    const wrong = join(dir, "wrong-token");
+    await writeFile(wrong, "glagent-Hx2Kd9Lm4Np7Qr0St3Vw6Yz1");
+    const agent = await agentk(kas.addresses.agent, [], {}, wrong);
     try {
       const retries = await agent.waitFor(msg("cannot reach kas; retrying"), 3);
-      // Each retry is logged right after its handshake failed; the next one waits out the delay.
-      expect(kas.handshakes).toHaveLength(3);
-      expect(kas.handshakes.every((h) => !h.authorized)).toBe(true);
       expect(retries.map((r) => r.status)).toEqual([401, 401, 401]);
       const delays = retries.map((r) => r.delayMs as number);
       expect(delays[0]).toBeGreaterThanOrEqual(500);
       expect(delays[1]).toBeGreaterThan(delays[0]!);
       expect(delays[2]).toBeGreaterThan(delays[1]!);
+      // kas refused each of them (it may have seen one more since).
+      const { values } = await kas.kas.metrics.agentAuth.get();
+      const refusedAtKas = values.find((v) => v.labels.result === "unauthenticated")?.value ?? 0;
+      expect(refusedAtKas).toBeGreaterThanOrEqual(3);
       const ready = await fetch(`${agent.observability}/readiness`);
       expect(ready.status).toBe(503);
-      expect(agent.output).not.toContain(TOKEN);
+      expect(agent.output).not.toContain("glagent-Hx2Kd9Lm4Np7Qr0St3Vw6Yz1");
     } finally {
       agent.kill();
       await kas.close();
@@ -104,37 +115,44 @@ describe("agentk's tunnel", () => {
   });
 
   test("kill -9 of kas: the agent reconnects when kas is back on its address", async () => {
-    let kas = await spawnStandInKas(0, TOKEN);
-    const port = new URL(String((await kas.waitFor((l) => l.event === "listening"))[0]!.url)).port;
-    const agent = await agentk(`ws://127.0.0.1:${port}`);
+    const files = await writeFixtures(dir);
+    const env = {
+      ...portsEnv(),
+      KAS_AGENT_STATIC_TOKENS_FILE: files.tokensFile,
+      KAS_API_LISTEN_AUTHENTICATION_SECRET_FILE: files.apiSecretFile,
+    };
+    let kas = await spawnKas(env);
+    const agent = await agentk(kas.addresses.agent);
     try {
-      await kas.waitFor((l) => l.event === "session");
       await agent.waitFor(msg("connected to kas"));
-      kas.kill("SIGKILL");
+      kas.child.kill("SIGKILL");
       await kas.exitCode();
       await agent.waitFor(msg("tunnel to kas closed"));
-      kas = await spawnStandInKas(Number(port), TOKEN);
+      kas = await spawnKas({ ...env, KAS_AGENT_LISTEN_ADDRESS: listenAddressOf(kas.addresses.agent) });
       // The agent's backoff grew while kas was down: allow for a few rounds of it.
-      await kas.waitFor((l) => l.event === "session", 1, 40_000);
-      await agent.waitFor(msg("connected to kas"), 2);
+      await agent.waitFor(msg("connected to kas"), 2, 40_000);
+      expect(await hello(kas, files.apiSecret)).toBe("hello from /ping\n");
     } finally {
       agent.kill();
       kas.kill();
     }
   });
 
-  test("kas closes its listener and comes back: the agent reconnects and serves again", async () => {
-    let kas = await startStandInKas({ token: TOKEN });
-    const { port } = kas;
-    const agent = await agentk(`ws://127.0.0.1:${port}`);
+  test("kas stops gracefully and comes back: the agent reconnects and serves again", async () => {
+    let kas: InProcessKas = await startInProcessKas();
+    const address = listenAddressOf(kas.addresses.agent);
+    const agent = await agentk(kas.addresses.agent);
     try {
-      expect(await hello(kas)).toBe("hello from /ping\n");
+      await agent.waitFor(msg("connected to kas"));
+      expect(await hello(kas, kas.apiSecret)).toBe("hello from /ping\n");
       await kas.close();
       await agent.waitFor(msg("tunnel to kas closed"));
-      kas = await startStandInKas({ token: TOKEN, port });
-      await kas.session();
-      expect(await hello(kas)).toBe("hello from /ping\n");
-      await agent.waitFor(msg("connected to kas"), 2);
+      const [host, port] = address.split(":");
+      kas = await startInProcessKas((c) => {
+        c.agent.listen.address = { host: host!, port: Number(port) };
+      });
+      await agent.waitFor(msg("connected to kas"), 2, 40_000);
+      expect(await hello(kas, kas.apiSecret)).toBe("hello from /ping\n");
     } finally {
       agent.kill();
       await kas.close();

@@ -3,9 +3,8 @@ import { once } from "node:events";
 import { join } from "node:path";
 
 const AGENTK_MAIN = join(import.meta.dirname, "../../../cmd/agentk/main.ts");
-const STAND_IN_KAS_MAIN = join(import.meta.dirname, "stand-in-kas-main.ts");
 
-/** A child process whose stdout is JSON lines (pino logs, or the stand-in's events). */
+/** A child process whose stdout is JSON lines (pino logs). */
 export class JsonLinesProcess {
   readonly child: ChildProcess;
   readonly lines: Record<string, unknown>[] = [];
@@ -78,12 +77,6 @@ export class JsonLinesProcess {
 
 export function spawnAgentk(args: string[], env: NodeJS.ProcessEnv): JsonLinesProcess {
   return new JsonLinesProcess([AGENTK_MAIN, ...args], env);
-}
-
-export async function spawnStandInKas(port: number, token: string): Promise<JsonLinesProcess> {
-  const kas = new JsonLinesProcess([STAND_IN_KAS_MAIN, "--port", String(port), "--token", token], {});
-  await kas.waitFor((l) => l.event === "listening");
-  return kas;
 }
 
 /** Where agentk's observability listener ended up (it listens on port 0 in tests): from its "agentk starting" line. */
