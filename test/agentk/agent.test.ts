@@ -1,5 +1,5 @@
-// agentk as a spawned process against a stand-in kas made from the tunnel library: the tunnel,
-// the allow-listed services and the Kubernetes API proxy, end to end.
+// agentk as a spawned process with kas in this process: the tunnel, the allow-listed services and
+// the Kubernetes API proxy, end to end.
 import { once } from "node:events";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
@@ -7,23 +7,22 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Watch } from "@kubernetes/client-node";
-import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { RejectCode, StreamRejectedError } from "../../lib/tunnel/index.ts";
+import { serveTunnels } from "../../lib/tunnel/index.ts";
+import { gitlabJwt, TOKEN } from "../kas/support/fixtures.ts";
+import { type InProcessKas, startInProcessKas } from "../kas/support/in-process.ts";
 import { type KubeApiServer, startKubeApiServer } from "../support/kube-apiserver.ts";
 import { closedPort } from "../support/ports.ts";
 import { until } from "../support/until.ts";
 import { kubeClient, rawUpgrade } from "./support/kube-client.ts";
 import { type JsonLinesProcess, msg, observabilityUrl, spawnAgentk } from "./support/processes.ts";
-import { type StandInKas, startStandInKas } from "./support/stand-in-kas.ts";
 
-const TOKEN = "glagent-Zq8Xw3Rt6Yu1Io4Pa7Sd0Fg2";
-/** What kas's own client sent; agentk must never pass it to the API server. */
-const KAS_SIDE_TOKEN = "kas-side-credential";
+/** What the client sent kas (a dev token kas accepts); agentk must never pass it to the API server. */
+const KAS_SIDE_TOKEN = TOKEN;
 
 let dir: string;
 let api: KubeApiServer;
-let kas: StandInKas;
+let kas: InProcessKas;
 let service: Server & { seen: { method: string; url: string; headers: Record<string, unknown> }[] };
 let agent: JsonLinesProcess;
 let observability: string;
@@ -31,7 +30,7 @@ let observability: string;
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "agentk-"));
   api = await startKubeApiServer();
-  kas = await startStandInKas({ token: TOKEN });
+  kas = await startInProcessKas();
   service = Object.assign(
     createServer((req, res) => {
       service.seen.push({ method: req.method ?? "", url: req.url ?? "", headers: req.headers });
@@ -48,7 +47,7 @@ beforeAll(async () => {
   agent = spawnAgentk(
     [
       "--kas-address",
-      kas.url,
+      kas.addresses.agent,
       "--token-file",
       tokenFile,
       "--kubeconfig",
@@ -57,8 +56,6 @@ beforeAll(async () => {
       `prometheus=http://127.0.0.1:${(service.address() as AddressInfo).port}/prefix`,
       "--service",
       `gone=http://127.0.0.1:${await closedPort()}`,
-      "--kas-header",
-      "X-Request-Source: agentk-test",
       "--keepalive-interval",
       "200ms",
     ],
@@ -81,53 +78,72 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-describe("agentk with a stand-in kas", () => {
+/** The agent's tunnel as kas holds it. */
+async function session() {
+  await until(() => kas.kas.agents!.server.sessions.size > 0, 10_000, "agentk's tunnel at kas");
+  return [...kas.kas.agents!.server.sessions][0]!;
+}
+
+/** GitLab's request to the agent's service `name` through kas's API. */
+async function viaGitLab(name: string, path: string, headers: Record<string, string> = {}) {
+  return fetch(`${kas.addresses.api}/api/v1/agents/42/services/${name}${path}`, {
+    headers: { ...headers, "gitlab-kas-api-request": await gitlabJwt(kas.apiSecret) },
+  });
+}
+
+/** A request to the cluster through kas's Kubernetes API proxy, with the dev token. */
+function viaProxy(path: string, headers: Record<string, string> = {}) {
+  return fetch(`${kas.addresses.kubernetesApi}${path}`, {
+    headers: { authorization: `Bearer ${KAS_SIDE_TOKEN}`, ...headers },
+  });
+}
+
+const proxyPort = () => Number(new URL(kas.addresses.kubernetesApi).port);
+
+describe("agentk with kas", () => {
   test("dials kas with its token and names its pod; ready once connected", async () => {
-    await kas.session();
-    const accepted = kas.handshakes.filter((h) => h.authorized);
-    expect(accepted).toHaveLength(1);
-    expect(accepted[0]!.headers["x-agentk-pod-name"]).toBe("agentk-7d9f");
-    expect(accepted[0]!.headers["x-agentk-pod-namespace"]).toBe("gitlab-agent");
-    expect(accepted[0]!.headers["x-request-source"]).toBe("agentk-test");
+    const tunnel = await session();
+    expect(kas.kas.agents!.server.sessions.size).toBe(1);
+    expect(tunnel.identity).toMatchObject({
+      agentId: "42",
+      pod: { name: "agentk-7d9f", namespace: "gitlab-agent" },
+    });
     const ready = await fetch(`${observability}/readiness`);
     expect(ready.status).toBe(200);
     expect(await ready.json()).toMatchObject({ checks: [{ name: "tunnel", ok: true }] });
   });
 
   test("pings kas whenever the tunnel has been quiet for --keepalive-interval", async () => {
-    const session = await kas.session();
-    const start = session.stats.bytesIn;
+    const tunnel = await session();
+    const start = tunnel.stats.bytesIn;
     // A ping is one 12-byte yamux frame; the default interval (55 s) would send none in this time.
-    await until(() => session.stats.bytesIn >= start + 3 * 12, 5_000, "three pings from agentk");
+    await until(() => tunnel.stats.bytesIn >= start + 3 * 12, 5_000, "three pings from agentk");
   });
 
   test("proxies to an allow-listed in-cluster HTTP service, under its base path", async () => {
-    const res = await request("http://prometheus.test/api/v1/query?query=up", {
-      dispatcher: kas.http("prometheus"),
-      headers: { accept: "text/plain" },
-    });
-    expect(res.statusCode).toBe(200);
-    expect(await res.body.text()).toBe('up{job="test"} 1\npath /prefix/api/v1/query?query=up\n');
+    const res = await viaGitLab("prometheus", "/api/v1/query?query=up", { accept: "text/plain" });
+    expect(res.status).toBe(200);
+    expect(await res.text()).toBe('up{job="test"} 1\npath /prefix/api/v1/query?query=up\n');
     expect(service.seen.at(-1)).toMatchObject({ method: "GET", url: "/prefix/api/v1/query?query=up" });
     expect(service.seen.at(-1)!.headers.host).toBe(`127.0.0.1:${(service.address() as AddressInfo).port}`);
   });
 
   test("an allow-listed service that is down: 502 saying so", async () => {
-    const res = await request("http://gone.test/metrics", { dispatcher: kas.http("gone") });
-    expect(res.statusCode).toBe(502);
-    expect(await res.body.text()).toMatch(/^upstream 127\.0\.0\.1:\d+ failed: connect ECONNREFUSED/);
+    const res = await viaGitLab("gone", "/metrics");
+    expect(res.status).toBe(502);
+    expect(await res.text()).toMatch(/^upstream 127\.0\.0\.1:\d+ failed: connect ECONNREFUSED/);
   });
 
-  test("a service that is not allow-listed: the stream is refused NOT_FOUND", async () => {
-    const refused = await kas.open("grafana").catch((e: unknown) => e);
-    expect(refused).toBeInstanceOf(StreamRejectedError);
-    expect((refused as StreamRejectedError).code).toBe(RejectCode.REJECT_CODE_NOT_FOUND);
-    expect((refused as StreamRejectedError).reason).toBe('service "grafana" is not allow-listed');
+  test("a service that is not allow-listed: agentk refuses its stream NOT_FOUND, GitLab gets 404 with the reason", async () => {
+    const res = await viaGitLab("grafana", "/");
+    expect(res.status).toBe(404);
+    expect(((await res.json()) as { error: string }).error).toContain(
+      'service "grafana" is not allow-listed',
+    );
   });
 
   test("Kubernetes API: the real client lists namespaces through the tunnel with agentk's credentials", async () => {
-    const forward = await kas.forward("kubernetes");
-    const { core } = kubeClient(forward.url, { token: KAS_SIDE_TOKEN });
+    const { core } = kubeClient(kas.addresses.kubernetesApi, { token: KAS_SIDE_TOKEN });
     const before = api.requests.length;
     const list = await core.listNamespace();
     expect(list.items.map((n) => n.metadata?.name)).toEqual(
@@ -142,8 +158,7 @@ describe("agentk with a stand-in kas", () => {
   });
 
   test("Kubernetes API: a watch delivers each event as it happens", async () => {
-    const forward = await kas.forward("kubernetes");
-    const { kc, core } = kubeClient(forward.url, { token: KAS_SIDE_TOKEN });
+    const { kc, core } = kubeClient(kas.addresses.kubernetesApi, { token: KAS_SIDE_TOKEN });
     const list = await core.listNamespace();
     const events: string[] = [];
     let notify = () => {};
@@ -179,41 +194,28 @@ describe("agentk with a stand-in kas", () => {
     }
   });
 
-  test("Kubernetes API: kas's Authorization is replaced, Impersonate-* headers pass through", async () => {
+  test("Kubernetes API: the caller's Authorization and Impersonate-* never reach the cluster; agentk's credentials do", async () => {
     const before = api.requests.length;
-    const res = await request("http://kubernetes.test/api/v1/namespaces/default", {
-      dispatcher: kas.http("kubernetes"),
-      headers: {
-        authorization: `Bearer ${KAS_SIDE_TOKEN}`,
-        "impersonate-user": "jane@example.com",
-        "impersonate-group": "gitlab:developers",
-      },
-    });
-    expect(res.statusCode).toBe(200);
-    expect(await res.body.json()).toMatchObject({ kind: "Namespace", metadata: { name: "default" } });
+    const res = await viaProxy("/api/v1/namespaces/default", { "impersonate-user": "system:admin" });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ kind: "Namespace", metadata: { name: "default" } });
     const arrived = api.requests.slice(before).find((r) => r.path === "/api/v1/namespaces/default");
-    expect(arrived?.headers).toMatchObject({
-      authorization: `Bearer ${api.token}`,
-      "impersonate-user": "jane@example.com",
-      "impersonate-group": "gitlab:developers",
-    });
+    expect(arrived?.headers.authorization).toBe(`Bearer ${api.token}`);
+    expect(arrived?.headers["impersonate-user"]).toBeUndefined();
   });
 
   test("Kubernetes API: errors come back as the API server's Status", async () => {
-    const res = await request("http://kubernetes.test/api/v1/namespaces/missing", {
-      dispatcher: kas.http("kubernetes"),
-    });
-    expect(res.statusCode).toBe(404);
-    expect(await res.body.json()).toMatchObject({ kind: "Status", reason: "NotFound", code: 404 });
+    const res = await viaProxy("/api/v1/namespaces/missing");
+    expect(res.status).toBe(404);
+    expect(await res.json()).toMatchObject({ kind: "Status", reason: "NotFound", code: 404 });
   });
 
   test("Kubernetes API: HTTP Upgrade (exec) answers 101, then bytes flow both ways", async () => {
     api.store.create("pods", "default", { metadata: { name: "shell" } });
-    const forward = await kas.forward("kubernetes");
     const { socket, received, head } = await rawUpgrade(
-      { port: forward.port },
+      { port: proxyPort() },
       "/api/v1/namespaces/default/pods/shell/exec?command=sh&stdin=true",
-      { upgrade: "SPDY/3.1", authorization: `Bearer ${KAS_SIDE_TOKEN}`, "impersonate-user": "jane" },
+      { upgrade: "SPDY/3.1", authorization: `Bearer ${KAS_SIDE_TOKEN}` },
     );
     try {
       expect(head).toMatch(/^HTTP\/1.1 101 /);
@@ -223,18 +225,16 @@ describe("agentk with a stand-in kas", () => {
       await received.until("echo through the tunnel\n");
       const arrived = api.requests.findLast((r) => r.path.includes("/pods/shell/exec"));
       expect(arrived?.headers.authorization).toBe(`Bearer ${api.token}`);
-      expect(arrived?.headers["impersonate-user"]).toBe("jane");
     } finally {
       socket.destroy();
     }
   });
 
   test("Kubernetes API: a refused Upgrade is relayed as the API server's answer", async () => {
-    const forward = await kas.forward("kubernetes");
     const { received, head, socket } = await rawUpgrade(
-      { port: forward.port },
+      { port: proxyPort() },
       "/api/v1/namespaces/default/pods/nobody/exec?command=sh",
-      { upgrade: "SPDY/3.1" },
+      { upgrade: "SPDY/3.1", authorization: `Bearer ${KAS_SIDE_TOKEN}` },
     );
     try {
       expect(head).toMatch(/^HTTP\/1.1 404 /);
@@ -247,15 +247,13 @@ describe("agentk with a stand-in kas", () => {
   test("Kubernetes API: logs -f streams lines as they are written", async () => {
     api.store.create("pods", "default", { metadata: { name: "web" } });
     api.appendLog("default", "web", "booting");
-    const res = await request("http://kubernetes.test/api/v1/namespaces/default/pods/web/log?follow=true", {
-      dispatcher: kas.http("kubernetes"),
-    });
-    expect(res.statusCode).toBe(200);
-    const lines = res.body[Symbol.asyncIterator]();
-    expect(String((await lines.next()).value)).toBe("booting\n");
+    const res = await viaProxy("/api/v1/namespaces/default/pods/web/log?follow=true");
+    expect(res.status).toBe(200);
+    const lines = res.body!.getReader();
+    expect(Buffer.from((await lines.read()).value!).toString()).toBe("booting\n");
     api.appendLog("default", "web", "listening on :8080");
-    expect(String((await lines.next()).value)).toBe("listening on :8080\n");
-    await res.body.destroy();
+    expect(Buffer.from((await lines.read()).value!).toString()).toBe("listening on :8080\n");
+    await lines.cancel();
   });
 
   test("metrics: the tunnel and the requests it served", async () => {
@@ -268,11 +266,37 @@ describe("agentk with a stand-in kas", () => {
   });
 
   test("SIGTERM: GoAway to kas, the tunnel closes, exit 0; the token never appears in the output", async () => {
-    const session = await kas.session();
-    const goaway = once(session, "goaway", { signal: AbortSignal.timeout(20_000) });
+    const tunnel = await session();
+    const goaway = once(tunnel, "goaway", { signal: AbortSignal.timeout(20_000) });
     agent.kill("SIGTERM");
     expect(await agent.exitCode()).toBe(0);
     await goaway;
     expect(agent.output).not.toContain(TOKEN);
   });
+});
+
+test("--kas-header: extra handshake headers reach the tunnel server", async () => {
+  const seen: Array<Record<string, unknown>> = [];
+  // The library's own tunnel server, recording each handshake: what kas's authenticate hook sees.
+  const server = await serveTunnels({
+    host: "127.0.0.1",
+    authenticate: (req) => {
+      seen.push({ ...req.headers });
+      return undefined;
+    },
+    onSession: () => {},
+  });
+  const tokenFile = join(dir, "header-token");
+  await writeFile(tokenFile, TOKEN);
+  const proc = spawnAgentk(
+    ["--kas-address", server.url, "--token-file", tokenFile, "--kas-header", "X-Request-Source: agentk-test"],
+    { AGENTK_OBSERVABILITY_LISTEN_ADDRESS: "127.0.0.1:0" },
+  );
+  try {
+    await proc.waitFor(msg("connected to kas"));
+    expect(seen[0]).toMatchObject({ "x-request-source": "agentk-test", authorization: `Bearer ${TOKEN}` });
+  } finally {
+    proc.kill();
+    await server.close(0);
+  }
 });

@@ -7,8 +7,8 @@ import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import type { KubeApiServer } from "../../support/kube-apiserver.ts";
 
 /**
- * The real client, configured for `server`. For a plain-http server (the stand-in kas's local
- * forwarding endpoint) skipTLSVerify is set: client-node refuses http:// without it.
+ * The real client, configured for `server`. For a plain-http server (kas's Kubernetes API proxy
+ * without TLS) skipTLSVerify is set: client-node refuses http:// without it.
  */
 export function kubeClient(server: string, opts: { caCert?: string; token?: string } = {}) {
   const kc = new KubeConfig();

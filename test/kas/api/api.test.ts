@@ -10,7 +10,7 @@ import { type InProcessKas, startInProcessKas } from "../support/in-process.ts";
 type ApiError = { error: string };
 type AgentList = { agents: Array<{ agentId: string }> };
 
-describe("API for GitLab (in-process kas, stand-in agents)", () => {
+describe("API for GitLab (kas and agentk in-process)", () => {
   let kas: InProcessKas;
   let agents: InProcessAgentk[];
   let jwt: string;

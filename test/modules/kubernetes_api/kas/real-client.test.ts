@@ -1,27 +1,31 @@
 import { once } from "node:events";
+import { mkdtemp, rm } from "node:fs/promises";
 import { connect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { CoreV1Api, KubeConfig, Watch } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TOKEN } from "../../../kas/support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "../../../kas/support/in-process.ts";
-import { kubeForwarder } from "../../../kas/support/kube-forwarder.ts";
 import { type InProcessAgentk, startInProcessAgentk } from "../../../support/agentk-in-process.ts";
 import { type KubeApiServer, startKubeApiServer } from "../../../support/kube-apiserver.ts";
 
-// @kubernetes/client-node -> kas's proxy -> tunnel -> stand-in agent -> the Kubernetes test server.
+// @kubernetes/client-node -> kas's proxy -> tunnel -> agentk's Kubernetes API half -> the Kubernetes test server.
 describe("Kubernetes API proxy driven through the real client", () => {
   let kube: KubeApiServer;
   let kas: InProcessKas;
   let agent: InProcessAgentk;
   let kc: KubeConfig;
+  let dir: string;
 
   beforeAll(async () => {
     kube = await startKubeApiServer();
     kas = await startInProcessKas();
+    dir = await mkdtemp(join(tmpdir(), "kubeconfig-"));
     agent = await startInProcessAgentk({
       kasUrl: kas.addresses.agent,
       token: TOKEN,
-      services: { kubernetes: kubeForwarder(kube) },
+      kubernetes: await kube.writeKubeconfig(join(dir, "kubeconfig")),
     });
     await agent.agent.client.ready(5000);
     kc = new KubeConfig();
@@ -35,6 +39,7 @@ describe("Kubernetes API proxy driven through the real client", () => {
   });
   afterAll(async () => {
     await agent.stop();
+    await rm(dir, { recursive: true, force: true });
     await kas.close();
     await kube.close();
   });
