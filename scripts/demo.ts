@@ -119,8 +119,19 @@ const httpOf = (address: string) => address.replace(/^ws/, "http");
 async function round(): Promise<void> {
   const api = httpOf(kas.api);
   const headers = { "gitlab-kas-api-request": await gitlabJwt() };
-  const list = (await (await fetch(`${api}/api/v1/agents`, { headers })).json()) as { agents: unknown[] };
-  say("gitlab", `GET /api/v1/agents -> ${JSON.stringify(list.agents)}`);
+  const listAgents = async () =>
+    (
+      (await (await fetch(`${api}/api/v1/agents`, { headers })).json()) as {
+        agents: Array<{ pods?: unknown }>;
+      }
+    ).agents;
+  // agentk reports its pod over its gRPC channel just after connecting: give it a moment (2 s at most).
+  let agents = await listAgents();
+  for (let i = 0; i < 20 && agents[0] && !agents[0].pods; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    agents = await listAgents();
+  }
+  say("gitlab", `GET /api/v1/agents -> ${JSON.stringify(agents)}`);
   const res = await fetch(`${api}/api/v1/agents/1/services/prometheus/metrics`, { headers });
   const last = (await res.text()).trim().split("\n").at(-1);
   say("gitlab", `GET /api/v1/agents/1/services/prometheus/metrics -> ${res.status}: ${last}`);
