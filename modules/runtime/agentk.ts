@@ -1,11 +1,11 @@
 // What agentk gives its modules: the shared dependencies an agentk module is built from.
+import type { EventEmitter } from "node:events";
 import type * as grpc from "@grpc/grpc-js";
 import type { Registry } from "prom-client";
 import type { Forwarder } from "../../cmd/common/http/index.ts";
 import type { Logger, ReadinessChecks, RequestMetrics } from "../../cmd/common/observability/index.ts";
 import type { TunnelClient } from "../../lib/tunnel/index.ts";
 import type { LatestValue } from "./latest.ts";
-import type { LeaderElection } from "./leader.ts";
 import type { ModuleFactory } from "./module.ts";
 
 /**
@@ -17,6 +17,11 @@ export interface HttpServices {
   add(name: string, forwarder: Forwarder): void;
   /** `name` is known but cannot be served here: its streams are refused as UNAVAILABLE with `reason`. */
   unavailable(name: string, reason: string): void;
+}
+
+/** Whether this replica leads among the agent's replicas, and when that changes (see `leaderOnly`). */
+export interface LeaderElection extends EventEmitter<{ elected: []; lost: [] }> {
+  readonly leading: boolean;
 }
 
 /** The agent's configuration as kas sends it (its schema grows with the modules that read it). */

@@ -1,5 +1,11 @@
 // The module seam: what a module is, how the daemons run them, and what each daemon gives them.
-export type { AgentConfiguration, AgentkModuleDeps, AgentkModuleFactory, HttpServices } from "./agentk.ts";
+export type {
+  AgentConfiguration,
+  AgentkModuleDeps,
+  AgentkModuleFactory,
+  HttpServices,
+  LeaderElection,
+} from "./agentk.ts";
 export type {
   AgentIdentity,
   AgentInfo,
@@ -13,7 +19,7 @@ export type {
   KasModuleFactory,
 } from "./kas.ts";
 export { LatestValue } from "./latest.ts";
-export { LEADER_ONLY, type LeaderElection, leaderOnly } from "./leader.ts";
+export { LEADER_ONLY, leaderOnly } from "./leader.ts";
 export { type Listening, listenerModule } from "./listener-module.ts";
 export { type Module, type ModuleFactory, Phase } from "./module.ts";
 export { ModuleCloseError, ModuleRunner } from "./runner.ts";

@@ -1,14 +1,8 @@
 // Modules that must run once per agent, not once per agentk replica: they run on the replica that
 // holds the agent's leader lease, and move with it.
-import type { EventEmitter } from "node:events";
 import { DEFAULT_GRACE_MS } from "../../lib/tunnel/index.ts";
 import type { AgentkModuleDeps } from "./agentk.ts";
 import type { Module, ModuleFactory } from "./module.ts";
-
-/** Whether this replica leads, and when that changes. */
-export interface LeaderElection extends EventEmitter<{ elected: []; lost: [] }> {
-  readonly leading: boolean;
-}
 
 /** Marks a factory built by {@link leaderOnly}: the daemon runs a leader election only when it has one. */
 export const LEADER_ONLY = Symbol("leaderOnly");

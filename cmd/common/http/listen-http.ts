@@ -4,13 +4,8 @@ import * as https from "node:https";
 import type { Duplex } from "node:stream";
 import type { ListenAddress, TlsFiles } from "../config/values.ts";
 import { listenAt } from "../listen.ts";
-import {
-  type GuardOptions,
-  guardServer,
-  HttpError,
-  type RequestHandler,
-  type UpgradeHandler,
-} from "./index.ts";
+import { type GuardOptions, guardServer, type RequestHandler, type UpgradeHandler } from "./guard.ts";
+import { HttpError } from "./http-error.ts";
 
 export interface HttpListenOptions extends GuardOptions {
   address: ListenAddress;
