@@ -11,14 +11,14 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { AGENTK_FLAGS } from "../../cmd/agentk/config/index.ts";
+import { AGENTK_KEEPALIVE_DEFAULT } from "../../cmd/agentk/config/index.ts";
 import { parseDuration } from "../../cmd/common/config/values.ts";
 import { markdownTable, round } from "../lib/stats.ts";
 import { selfTime } from "./cpu-summary.ts";
 import { growthPerAgent } from "./heap-summary.ts";
 import { type Measurement, type MemoryProbe, measure, type Profile } from "./measure.ts";
 
-const AGENTK_KEEPALIVE_MS = parseDuration(AGENTK_FLAGS["keepalive-interval"].default);
+const AGENTK_KEEPALIVE_MS = parseDuration(AGENTK_KEEPALIVE_DEFAULT);
 const { values: args } = parseArgs({
   options: {
     json: { type: "boolean", default: false },

@@ -1,87 +1,76 @@
-// agentk's flags: one table drives parsing, environment fallbacks and --help.
+// agentk's flags: one schema drives parsing, environment fallbacks, --help and the flags' type.
+// agentk's own flags here; the modules' flags come from their folders.
+import { z } from "zod";
+import { kubernetesApiAgentkFlags } from "../../../modules/kubernetes_api/agentk/kube-config-source.ts";
+import { observabilityAgentkFlags } from "../../../modules/observability/config.ts";
+import { serviceProxyAgentkFlags } from "../../../modules/service_proxy/agentk/allowed-services.ts";
+import { flag, flagsHelp } from "../../common/config/flags.ts";
+import { parseBool, parseDuration, parseString, parseUrl, ValueError } from "../../common/config/values.ts";
 
-/** The flags, each with the environment variable that stands in for it (the flag wins). */
-export const AGENTK_FLAGS = {
-  "kas-address": {
-    type: "string",
+function parseKasAddress(raw: unknown): string {
+  if (typeof raw === "string" && /^grpcs?:\/\//i.test(raw)) {
+    throw new ValueError(`${raw}: this agentk reaches kas over WebSocket only; use ws:// or wss://`);
+  }
+  return parseUrl(raw, ["ws", "wss"]);
+}
+
+/** agentk pings kas after this much quiet: under the usual 60 s idle timeout of load balancers. */
+export const AGENTK_KEEPALIVE_DEFAULT = "55s";
+
+export const agentkFlags = z.object({
+  kasAddress: flag(parseKasAddress, {
+    kind: "URL",
     env: "AGENTK_KAS_ADDRESS",
     doc: "kas's agent endpoint, ws:// or wss:// (required)",
-  },
-  "token-file": {
-    type: "string",
+  }),
+  tokenFile: flag(parseString, {
+    kind: "file path",
     env: "AGENTK_TOKEN_FILE",
     doc: "file holding the agent token (or the token itself in AGENTK_TOKEN)",
-  },
-  "ca-cert-file": {
-    type: "string",
+  }),
+  caCertFile: flag(parseString, {
+    kind: "file path",
     env: "AGENTK_CA_CERT_FILE",
     doc: "extra CA certificate(s), PEM, to trust for kas",
-  },
-  "kas-header": {
-    type: "string",
-    multiple: true,
+  }),
+  kasHeader: flag((raw) => raw as string[], {
+    kind: "header",
     env: "AGENTK_KAS_HEADERS",
+    listSeparator: "\n",
     doc: '"Name: value" header for the handshake; repeatable (env: one per line)',
-  },
-  "kas-insecure-skip-tls-verify": {
-    type: "boolean",
+  }),
+  kasInsecureSkipTlsVerify: flag(parseBool, {
+    kind: "boolean",
     env: "AGENTK_KAS_INSECURE_SKIP_TLS_VERIFY",
+    default: false,
     doc: "accept any certificate from kas (development only)",
-  },
-  "kas-tls-server-name": {
-    type: "string",
+  }),
+  kasTlsServerName: flag(parseString, {
+    kind: "string",
     env: "AGENTK_KAS_TLS_SERVER_NAME",
     doc: "server name expected in kas's certificate",
-  },
-  "keepalive-interval": {
-    type: "string",
+  }),
+  keepaliveIntervalMs: flag(parseDuration, {
+    kind: "duration",
     env: "AGENTK_KEEPALIVE_INTERVAL",
-    default: "55s",
+    default: AGENTK_KEEPALIVE_DEFAULT,
     doc: "ping kas when the tunnel has been quiet this long; below the usual 60 s idle timeout of load balancers and proxies (0s: never)",
-  },
-  kubeconfig: {
-    type: "string",
-    env: "KUBECONFIG",
-    doc: "kubeconfig file; default KUBECONFIG, then in-cluster configuration",
-  },
-  service: {
-    type: "string",
-    multiple: true,
-    env: "AGENTK_SERVICES",
-    doc: "in-cluster HTTP service kas may reach, name=http://host:port; repeatable (env: comma-separated)",
-  },
-  "services-file": {
-    type: "string",
-    env: "AGENTK_SERVICES_FILE",
-    doc: 'YAML file "services: {name: url}" (adds to --service)',
-  },
-  "observability-listen-address": {
-    type: "string",
-    env: "AGENTK_OBSERVABILITY_LISTEN_ADDRESS",
-    default: ":8080",
-    doc: "metrics (/metrics) and probes (/liveness, /readiness)",
-  },
-  "log-level": {
-    type: "string",
-    env: "AGENTK_LOG_LEVEL",
-    default: "info",
-    doc: "trace, debug, info, warn, error",
-  },
-} as const;
+  }),
+  kubernetesApi: kubernetesApiAgentkFlags,
+  serviceProxy: serviceProxyAgentkFlags,
+  observability: observabilityAgentkFlags,
+});
+
+export type AgentkFlags = z.output<typeof agentkFlags>;
 
 export function agentkHelp(): string {
-  const rows = Object.entries(AGENTK_FLAGS).map(([name, f]) => {
-    const arg = f.type === "boolean" ? "" : " <value>";
-    const def = "default" in f ? ` (default ${JSON.stringify(f.default)})` : "";
-    return `  --${name}${arg}\n      ${f.doc}${def}\n      env: ${f.env}`;
-  });
   return `Usage: agentk --kas-address wss://kas.example.com --token-file /etc/agentk/token [options]
 
 agentk, the in-cluster agent: keeps one outbound WebSocket tunnel to kas and serves, through it,
 the Kubernetes API and the allow-listed in-cluster HTTP services.
 
 Options:
-${rows.join("\n")}
+${flagsHelp(agentkFlags)}
   -h, --help
       print this help and exit
 

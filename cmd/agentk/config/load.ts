@@ -1,21 +1,22 @@
 import { readFile } from "node:fs/promises";
-import { parseArgs } from "node:util";
+import {
+  type KubeConfigSource,
+  podNamespace,
+  resolveKubeConfig,
+  SERVICE_ACCOUNT_DIR,
+} from "../../../modules/kubernetes_api/agentk/kube-config-source.ts";
+import {
+  type AllowedService,
+  parseServiceSpec,
+  readServicesFile,
+} from "../../../modules/service_proxy/agentk/allowed-services.ts";
 import type { AgentToken } from "../../common/agent-token.ts";
 import { ConfigError, type ConfigIssue } from "../../common/config/errors.ts";
-import {
-  type ListenAddress,
-  type LogLevel,
-  parseBool,
-  parseDuration,
-  parseListenAddress,
-  parseLogLevel,
-  parseUrl,
-  ValueError,
-} from "../../common/config/values.ts";
-import { AGENTK_FLAGS } from "./flags.ts";
+import { readFlags } from "../../common/config/flags.ts";
+import type { ListenAddress, LogLevel } from "../../common/config/values.ts";
+import { ValueError } from "../../common/config/values.ts";
+import { type AgentkFlags, agentkFlags } from "./flags.ts";
 import { parseKasHeaders } from "./headers.ts";
-import { type KubeConfigSource, podNamespace, resolveKubeConfig, SERVICE_ACCOUNT_DIR } from "./kubernetes.ts";
-import { type AllowedService, parseServiceSpec, readServicesFile } from "./services.ts";
 import { readToken } from "./token.ts";
 
 export interface AgentkConfig {
@@ -50,114 +51,65 @@ export interface LoadAgentkConfigOptions {
 
 export type AgentkArgs = { help: true } | { help: false; config: AgentkConfig };
 
-type Flag = keyof typeof AGENTK_FLAGS;
-
 /** Parses argv and the environment; `{help: true}` for --help. Throws ConfigError listing every problem. */
 export async function loadAgentkConfig(options: LoadAgentkConfigOptions): Promise<AgentkArgs> {
   const env = options.env ?? process.env;
   const serviceAccountDir = options.serviceAccountDir ?? SERVICE_ACCOUNT_DIR;
-  let values: Record<string, string | boolean | string[] | undefined>;
-  try {
-    ({ values } = parseArgs({
-      args: [...options.argv],
-      options: {
-        help: { type: "boolean", short: "h" },
-        ...Object.fromEntries(
-          Object.entries(AGENTK_FLAGS).map(([name, f]) => [
-            name,
-            { type: f.type, ...("multiple" in f && { multiple: true }) },
-          ]),
-        ),
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (err) {
-    throw new ConfigError([{ field: "arguments", message: `${(err as Error).message}; see agentk --help` }]);
-  }
-  if (values.help === true) return { help: true };
-
+  const read = readFlags(agentkFlags, options.argv, env, "agentk");
+  if (read.help) return { help: true };
+  const { flags, sourceOf } = read;
   const issues: ConfigIssue[] = [];
   const fail = (field: string, message: string) => void issues.push({ field, message });
-  /** The flag's value, else its environment variable's, else its default; with the name to blame. */
-  const get = (flag: Flag): [string | undefined, string] => {
-    const spec = AGENTK_FLAGS[flag];
-    const v = values[flag];
-    if (typeof v === "string") return [v, `--${flag}`];
-    if (env[spec.env]) return [env[spec.env], spec.env];
-    return ["default" in spec ? spec.default : undefined, `--${flag}`];
-  };
-  const parse = <T>(flag: Flag, parser: (raw: unknown) => T): T | undefined => {
-    const [raw, field] = get(flag);
-    if (raw === undefined) return undefined;
-    try {
-      return parser(raw);
-    } catch (err) {
-      if (!(err instanceof ValueError)) throw err;
-      fail(field, err.message);
-      return undefined;
-    }
+  const flagIssue = (name: string) => read.issues.find((i) => i.field === sourceOf(name));
+  /** A flag's own problem is reported where the flags are checked in order, after those before it. */
+  const reportFlag = (name: string) => {
+    const issue = flagIssue(name);
+    if (issue) issues.push(issue);
   };
 
-  const kasAddress = parse("kas-address", parseKasAddress);
-  if (get("kas-address")[0] === undefined)
+  reportFlag("kas-address");
+  if (flags.kasAddress === undefined && !flagIssue("kas-address"))
     fail("--kas-address", "required (or AGENTK_KAS_ADDRESS), e.g. wss://kas.gitlab.example.com");
 
-  const token = await readToken(get("token-file"), env, fail);
+  reportFlag("token-file");
+  const token = await readToken([flags.tokenFile, sourceOf("token-file")], env, fail);
 
-  const [caCertFile, caField] = get("ca-cert-file");
-  if (caCertFile !== undefined) await checkPemFile(caCertFile, caField, fail);
+  reportFlag("ca-cert-file");
+  if (flags.caCertFile !== undefined) await checkPemFile(flags.caCertFile, sourceOf("ca-cert-file"), fail);
 
-  const headerSpecs =
-    (values["kas-header"] as string[] | undefined) ??
-    env.AGENTK_KAS_HEADERS?.split("\n").filter((l) => l.trim()) ??
-    [];
-  const kasHeaders = parseKasHeaders(
-    headerSpecs,
-    values["kas-header"] ? "--kas-header" : "AGENTK_KAS_HEADERS",
-    fail,
-  );
-
-  const insecure =
-    values["kas-insecure-skip-tls-verify"] === true ||
-    parse("kas-insecure-skip-tls-verify", parseBool) === true;
-  const [serverName] = get("kas-tls-server-name");
-  const keepAliveIntervalMs = parse("keepalive-interval", parseDuration);
+  const kasHeaders = parseKasHeaders(flags.kasHeader ?? [], sourceOf("kas-header"), fail);
+  for (const name of ["kas-insecure-skip-tls-verify", "kas-tls-server-name", "keepalive-interval"])
+    reportFlag(name);
 
   const kubernetes = await resolveKubeConfig(
-    { flag: values.kubeconfig as string | undefined, env, serviceAccountDir },
+    {
+      flag: sourceOf("kubeconfig") === "--kubeconfig" ? flags.kubernetesApi.kubeconfig : undefined,
+      env,
+      serviceAccountDir,
+    },
     fail,
   );
-
-  const services = await readServices(values, env, fail);
-
-  const listen = parse("observability-listen-address", parseListenAddress);
-  const logLevel = parse("log-level", parseLogLevel);
+  const services = await readServices(flags, sourceOf, fail);
+  reportFlag("observability-listen-address");
+  reportFlag("log-level");
   const namespace = await podNamespace(env, serviceAccountDir);
 
   if (issues.length > 0) throw new ConfigError(issues);
   const config: AgentkConfig = {
-    kasAddress: kasAddress!,
+    kasAddress: flags.kasAddress!,
     token: token!,
     kasHeaders,
-    kasInsecureSkipTlsVerify: insecure,
-    keepAliveIntervalMs: keepAliveIntervalMs!,
+    kasInsecureSkipTlsVerify: flags.kasInsecureSkipTlsVerify,
+    keepAliveIntervalMs: flags.keepaliveIntervalMs,
     pod: { ...(env.POD_NAME && { name: env.POD_NAME }), ...(namespace && { namespace }) },
     kubernetes,
     services,
-    observability: { listen: listen! },
-    logLevel: logLevel!,
+    observability: { listen: flags.observability.observabilityListenAddress },
+    logLevel: flags.observability.logLevel,
   };
-  if (caCertFile !== undefined) config.caCertFile = caCertFile;
-  if (serverName !== undefined) config.kasTlsServerName = serverName;
+  if (flags.caCertFile !== undefined) config.caCertFile = flags.caCertFile;
+  if (flags.kasTlsServerName !== undefined) config.kasTlsServerName = flags.kasTlsServerName;
   return { help: false, config };
-}
-
-function parseKasAddress(raw: unknown): string {
-  if (typeof raw === "string" && /^grpcs?:\/\//i.test(raw)) {
-    throw new ValueError(`${raw}: this agentk reaches kas over WebSocket only; use ws:// or wss://`);
-  }
-  return parseUrl(raw, ["ws", "wss"]);
 }
 
 async function checkPemFile(path: string, field: string, fail: (field: string, message: string) => void) {
@@ -170,8 +122,8 @@ async function checkPemFile(path: string, field: string, fail: (field: string, m
 }
 
 async function readServices(
-  values: Record<string, unknown>,
-  env: NodeJS.ProcessEnv,
+  flags: AgentkFlags,
+  sourceOf: (flag: string) => string,
   fail: (field: string, message: string) => void,
 ): Promise<AllowedService[]> {
   const services: AllowedService[] = [];
@@ -190,14 +142,8 @@ async function readServices(
           fail(field, err.message);
         },
       );
-  const flagSpecs = values.service as string[] | undefined;
-  const specs = flagSpecs ?? env.AGENTK_SERVICES?.split(",").filter((s) => s.trim()) ?? [];
-  for (const spec of specs)
-    await add(flagSpecs ? "--service" : "AGENTK_SERVICES", () => [parseServiceSpec(spec)]);
-  const file = (values["services-file"] as string | undefined) ?? (env.AGENTK_SERVICES_FILE || undefined);
-  if (file !== undefined)
-    await add(values["services-file"] ? "--services-file" : "AGENTK_SERVICES_FILE", () =>
-      readServicesFile(file),
-    );
+  const { service, servicesFile } = flags.serviceProxy;
+  for (const spec of service ?? []) await add(sourceOf("service"), () => [parseServiceSpec(spec)]);
+  if (servicesFile !== undefined) await add(sourceOf("services-file"), () => readServicesFile(servicesFile));
   return services;
 }

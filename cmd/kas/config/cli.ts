@@ -26,10 +26,10 @@ export function parseKasArgs(argv: readonly string[]): KasArgs {
 }
 
 export function kasHelp(): string {
-  const rows = KAS_FIELDS.map((f) => {
-    const env = [envNameOf(f.path), ...(f.envAliases ?? [])].join(", ");
-    const def = f.default === undefined ? "" : ` (default ${JSON.stringify(f.default)})`;
-    return `  ${f.path}  <${f.kind}>${def}\n      ${f.doc}\n      env: ${env}`;
+  const rows = KAS_FIELDS.map(({ path, meta }) => {
+    const env = [envNameOf(path), ...(meta.envAliases ?? [])].join(", ");
+    const def = meta.default === undefined ? "" : ` (default ${JSON.stringify(meta.default)})`;
+    return `  ${path}  <${meta.kind}>${def}\n      ${meta.doc}\n      env: ${env}`;
   });
   return `Usage: kas [--config kas.yaml]
 

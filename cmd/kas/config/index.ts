@@ -4,9 +4,9 @@ export { type KasArgs, kasHelp, parseKasArgs } from "./cli.ts";
 export { buildKasConfig, type LoadKasConfigOptions, loadKasConfig, parseYaml } from "./load.ts";
 export {
   envNameOf,
-  type FieldSpec,
   KAS_FIELDS,
   type KasConfig,
+  kasConfigSchema,
   type ListenConfig,
   type TlsFiles,
 } from "./schema.ts";

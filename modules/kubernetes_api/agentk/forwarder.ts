@@ -1,9 +1,9 @@
 // HTTP that kas sends over the tunnel (already authenticated by kas), forwarded to the API
 // server with agentk's own credentials.
 
-import type { KubeConfigSource } from "../../../cmd/agentk/config/index.ts";
 import { createForwarder, type Forwarder, type ForwarderOptions } from "../../../cmd/common/http/index.ts";
 import { kubeStatus } from "../../../cmd/common/kubernetes-status.ts";
+import type { KubeConfigSource } from "./kube-config-source.ts";
 import { kubernetesUpstream } from "./upstream.ts";
 
 /** A forwarder to the API server; undefined when agentk has no Kubernetes configuration. */

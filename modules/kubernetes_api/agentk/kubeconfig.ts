@@ -4,7 +4,7 @@ import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { parse as parseYaml } from "yaml";
-import type { KubeConfigSource } from "../../../cmd/agentk/config/index.ts";
+import type { KubeConfigSource } from "./kube-config-source.ts";
 
 export interface LoadedKubeConfig {
   kc: KubeConfig;

@@ -1,10 +1,11 @@
 // The Kubernetes API proxy's agentk half: serves `kubernetes` streams from kas with agentk's own
 // credentials; without a Kubernetes configuration such streams are refused as UNAVAILABLE.
-import type { KubeConfigSource } from "../../../cmd/agentk/config/index.ts";
+
 import type { AgentkModuleFactory } from "../../runtime/index.ts";
 import { Phase } from "../../runtime/index.ts";
 import { KUBERNETES_SERVICE } from "../service.ts";
 import { createKubernetesProxy } from "./forwarder.ts";
+import type { KubeConfigSource } from "./kube-config-source.ts";
 
 export function kubernetesApiAgentModule(source: KubeConfigSource): AgentkModuleFactory {
   return {

@@ -4,9 +4,9 @@ import { readFile } from "node:fs/promises";
 import type * as http from "node:http";
 import type * as https from "node:https";
 import type { KubeConfig } from "@kubernetes/client-node";
-import type { KubeConfigSource } from "../../../cmd/agentk/config/index.ts";
 import type { Upstream } from "../../../cmd/common/http/index.ts";
 import { type TlsSettings, UpstreamAgents } from "./agents.ts";
+import type { KubeConfigSource } from "./kube-config-source.ts";
 import { loadKubeConfig } from "./kubeconfig.ts";
 import { Refreshing } from "./refreshing.ts";
 

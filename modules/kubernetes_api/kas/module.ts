@@ -1,15 +1,9 @@
 // The Kubernetes API proxy's kas half: its own listener (8154), where users and CI jobs reach an
 // agent's cluster; requests go over the agent's tunnel to the module's agentk half.
-import type { ListenConfig } from "../../../cmd/common/config/values.ts";
 import { type KasModuleFactory, listenerModule, Phase } from "../../runtime/index.ts";
 import type { AuthorizeProxyRequest } from "./access.ts";
+import type { KubernetesApiConfig } from "./config.ts";
 import { serveKubernetesProxy } from "./proxy-server.ts";
-
-export interface KubernetesApiConfig {
-  listen: ListenConfig;
-  /** Path prefix stripped before forwarding (agent.kubernetes_api.url_path_prefix). */
-  urlPathPrefix: string;
-}
 
 export function kubernetesApiModule(
   config: KubernetesApiConfig,

@@ -2,12 +2,7 @@
 import * as http from "node:http";
 import * as https from "node:https";
 import { createForwarder, type Forwarder, type ForwarderOptions } from "../../../cmd/common/http/index.ts";
-
-/** An in-cluster service kas may reach: its name in stream headers and where it is. */
-export interface AllowedService {
-  name: string;
-  url: string;
-}
+import type { AllowedService } from "./allowed-services.ts";
 
 /** A forwarder per allow-listed service, by name. Requests pass through as kas sent them. */
 export function createServiceProxies(

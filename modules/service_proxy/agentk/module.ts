@@ -2,7 +2,8 @@
 // that kas may reach by name, nothing else.
 import type { AgentkModuleFactory } from "../../runtime/index.ts";
 import { Phase } from "../../runtime/index.ts";
-import { type AllowedService, createServiceProxies } from "./forwarders.ts";
+import type { AllowedService } from "./allowed-services.ts";
+import { createServiceProxies } from "./forwarders.ts";
 
 export function serviceProxyAgentModule(services: readonly AllowedService[]): AgentkModuleFactory {
   return {

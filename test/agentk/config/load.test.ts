@@ -3,12 +3,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import {
-  AGENTK_FLAGS,
   type AgentkConfig,
+  agentkFlags,
   agentkHelp,
   type LoadAgentkConfigOptions,
   loadAgentkConfig,
 } from "../../../cmd/agentk/config/index.ts";
+import { flagNameOf } from "../../../cmd/common/config/flags.ts";
+import { settingLeaves } from "../../../cmd/common/config/settings.ts";
 import { ConfigError } from "../../../cmd/kas/config/index.ts";
 
 const TOKEN = "glagent-Yh3nQ8vL2kS9wE5rT1uI7oP0";
@@ -319,9 +321,11 @@ describe("agentk configuration", () => {
     ).toContain("Unknown option");
     const help = agentkHelp();
     expect(help).toMatch(/^Usage: agentk --kas-address wss:\/\//);
-    for (const [name, flag] of Object.entries(AGENTK_FLAGS)) {
-      expect(help).toContain(`--${name}`);
-      expect(help).toContain(`env: ${flag.env}`);
+    const leaves = settingLeaves(agentkFlags);
+    expect(leaves.length).toBeGreaterThanOrEqual(12);
+    for (const leaf of leaves) {
+      expect(help).toContain(`--${flagNameOf(leaf)}`);
+      expect(help).toContain(`env: ${leaf.meta.envAliases?.[0]}`);
     }
     expect(help).toContain("AGENTK_TOKEN");
     expect(help).toContain("HTTPS_PROXY, NO_PROXY");

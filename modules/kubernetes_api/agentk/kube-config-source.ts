@@ -1,5 +1,17 @@
 import { access, readFile } from "node:fs/promises";
 import { join } from "node:path";
+import { z } from "zod";
+import { flag } from "../../../cmd/common/config/flags.ts";
+import { parseString } from "../../../cmd/common/config/values.ts";
+
+/** The module's agentk flag; KUBECONFIG stands in for it as a `:`-separated list (see resolveKubeConfig). */
+export const kubernetesApiAgentkFlags = z.object({
+  kubeconfig: flag(parseString, {
+    kind: "file path",
+    env: "KUBECONFIG",
+    doc: "kubeconfig file; default KUBECONFIG, then in-cluster configuration",
+  }),
+});
 
 export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
 

@@ -1,6 +1,8 @@
 import { readFile } from "node:fs/promises";
 import { parse as parseYaml } from "yaml";
-import { parseUrl, ValueError } from "../../common/config/values.ts";
+import { z } from "zod";
+import { flag } from "../../../cmd/common/config/flags.ts";
+import { parseString, parseUrl, ValueError } from "../../../cmd/common/config/values.ts";
 
 /** An in-cluster HTTP service kas may reach through the tunnel, by name; nothing else is reachable. */
 export interface AllowedService {
@@ -50,3 +52,18 @@ export async function readServicesFile(path: string): Promise<AllowedService[]> 
 function isMapping(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
+
+/** The module's agentk flags: the services given one by one, and a file of them (both add up). */
+export const serviceProxyAgentkFlags = z.object({
+  service: flag((raw) => (raw as string[]).map((spec) => spec.trim()), {
+    kind: "name=url",
+    env: "AGENTK_SERVICES",
+    listSeparator: ",",
+    doc: "in-cluster HTTP service kas may reach, name=http://host:port; repeatable (env: comma-separated)",
+  }),
+  servicesFile: flag(parseString, {
+    kind: "file path",
+    env: "AGENTK_SERVICES_FILE",
+    doc: 'YAML file "services: {name: url}" (adds to --service)',
+  }),
+});
