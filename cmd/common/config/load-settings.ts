@@ -137,7 +137,8 @@ function flatten(
       return;
     }
     for (const [key, value] of Object.entries(node)) {
-      const path = prefix ? `${prefix}.${key}` : key;
+      // An empty key is shown as "" so the message still names something.
+      const path = prefix ? `${prefix}.${key || '""'}` : key || '""';
       if (known.has(path)) out.set(path, value);
       else if (sections.has(path)) {
         if (value !== null) walk(value, path);
