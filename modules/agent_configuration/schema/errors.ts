@@ -33,12 +33,15 @@ function formatIssue(i: AgentConfigurationIssue): string {
   return `${where}${i.path === "" ? "" : `${i.path}: `}${i.message}`;
 }
 
-/** `["a", 0, "b"]` -> `a[0].b` */
+const PLAIN_KEY = /^[A-Za-z_][A-Za-z0-9_-]*$/;
+
+/** `["a", 0, "b"]` -> `a[0].b`; a key that is not a plain name is quoted: `a["x.y"]`. */
 export function formatPath(path: readonly PropertyKey[]): string {
   let out = "";
   for (const seg of path) {
     if (typeof seg === "number") out += `[${seg}]`;
-    else out += out === "" ? String(seg) : `.${String(seg)}`;
+    else if (PLAIN_KEY.test(String(seg))) out += out === "" ? String(seg) : `.${String(seg)}`;
+    else out += `[${JSON.stringify(String(seg))}]`;
   }
   return out;
 }

@@ -305,6 +305,12 @@ describe("refused files: path and position of the problem", () => {
     ]);
   });
 
+  test("a key that is not a plain name is quoted in the path", () => {
+    expect(issuesOf("gitops:\n  manifest.projects: []\n")).toEqual([
+      { path: 'gitops["manifest.projects"]', message: 'unknown key "manifest.projects"', line: 2, column: 3 },
+    ]);
+  });
+
   test("a root that is not a map", () => {
     expect(issuesOf("- a\n- b\n")).toEqual([
       { path: "", message: expect.stringMatching(/expected object/), line: 1, column: 1 },
