@@ -22,6 +22,8 @@ export const ciAccessAsSchema = (f: Flavour) =>
     agent: f.object({}),
     impersonate: impersonateSchema(f),
     ci_job: f.object({}),
+    // Reserved in GitLab's proto (commented out there, gitlab-org/gitlab#327410): GitLab itself
+    // refuses it today. Accepted here so that kas can offer `gitlab:user:<name>` for CI jobs.
     ci_user: f.object({}),
   });
 
@@ -36,7 +38,7 @@ const ciAuthorizationShape = (f: Flavour) => ({
 
 export const ciAccessProjectSchema = (f: Flavour) => f.object({ id: nonEmpty, ...ciAuthorizationShape(f) });
 export const ciAccessGroupSchema = (f: Flavour) => f.object({ id: nonEmpty, ...ciAuthorizationShape(f) });
-/** Every project of the GitLab instance (instance-wide agents). */
+/** Every project of the instance (`instance: {}`; GitLab 17.11+, behind an admin setting). */
 export const ciAccessInstanceSchema = (f: Flavour) => f.object(ciAuthorizationShape(f));
 
 export const ciAccessSchema = (f: Flavour) =>

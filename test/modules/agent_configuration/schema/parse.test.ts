@@ -152,6 +152,14 @@ describe("a realistic config.yaml", () => {
     expect(c.ci_access!.instance).toBeUndefined();
   });
 
+  test("ci_access.instance: {} authorizes the whole instance with the defaults", () => {
+    expect(parseAgentConfiguration("ci_access:\n  instance: {}\n").ci_access).toEqual({
+      projects: [],
+      groups: [],
+      instance: { access_as: { agent: {} }, environments: [], protected_branches_only: false },
+    });
+  });
+
   test("user_access, container_scanning, remote_development, flux", () => {
     expect(c.user_access).toEqual({
       access_as: { agent: {} },
