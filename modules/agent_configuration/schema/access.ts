@@ -38,7 +38,7 @@ const ciAuthorizationShape = (f: Flavour) => ({
 
 export const ciAccessProjectSchema = (f: Flavour) => f.object({ id: nonEmpty, ...ciAuthorizationShape(f) });
 export const ciAccessGroupSchema = (f: Flavour) => f.object({ id: nonEmpty, ...ciAuthorizationShape(f) });
-/** Every project of the instance (`instance: {}`; GitLab 17.11+, behind an admin setting). */
+/** Every project of the instance (`instance: {}`; recent GitLab, self-managed, behind an admin setting). */
 export const ciAccessInstanceSchema = (f: Flavour) => f.object(ciAuthorizationShape(f));
 
 export const ciAccessSchema = (f: Flavour) =>
