@@ -1,0 +1,23 @@
+// `container_scanning`: operational container scanning on a cron cadence (agentcfg ContainerScanningCF).
+import { z } from "zod";
+import type { Flavour } from "./flavour.ts";
+import { resourceRequirementsSchema } from "./resources.ts";
+
+const names = z.array(z.string().min(1)).default([]);
+
+export const containerScanningSchema = (f: Flavour) =>
+  f.object({
+    // A cron expression, e.g. '0 0 * * *'. GitLab requires it.
+    cadence: z.string().min(1),
+    vulnerability_report: f
+      .object({
+        namespaces: names,
+        filters: z
+          .array(f.object({ namespaces: names, resources: names, containers: names, kinds: names }))
+          .default([]),
+      })
+      .optional(),
+    resource_requirements: resourceRequirementsSchema(f).optional(),
+    scanner_timeout: f.duration().optional(),
+    report_max_size: z.int().positive().optional(),
+  });
