@@ -4,6 +4,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import type * as grpc from "@grpc/grpc-js";
+import type { Redis } from "ioredis";
 import type { Registry } from "prom-client";
 import type { AgentToken } from "../../cmd/common/agent-token.ts";
 import type { AgentHttpProxy } from "../../cmd/common/http/index.ts";
@@ -11,6 +12,7 @@ import type { Logger, ReadinessChecks, RequestMetrics } from "../../cmd/common/o
 import type { Router } from "../../lib/router/index.ts";
 import type { StreamDispatcher, TunnelSession } from "../../lib/tunnel/index.ts";
 import type { ModuleFactory } from "./module.ts";
+import type { RepositoryReader } from "./repositories.ts";
 
 /** Where the agent's project lives in Gitaly, as GitLab's `agent_info` reports it. */
 export interface GitalyInfo {
@@ -37,6 +39,8 @@ export interface AgentInfo {
   defaultBranch?: string;
   gitalyInfo?: GitalyInfo;
   gitalyRepository?: GitalyRepository;
+  /** Without GitLab: the agent's configuration project as a git repository on kas's disk (static tokens file). */
+  localRepository?: string;
 }
 
 /** What kas knows about the agent at the other end of a tunnel (`session.identity`). */
@@ -84,6 +88,25 @@ export interface AgentRpc {
   agentOf(call: { readonly metadata: grpc.Metadata }): AgentSession;
 }
 
+/**
+ * Messages to every kas replica (Redis pub/sub; within the process without Redis), e.g. "project P
+ * was pushed to". Delivery is best effort: whoever relies on it also polls.
+ */
+export interface Broadcast {
+  /** Delivers `message` to the subscribers of `channel` at every replica, this one included. */
+  publish(channel: string, message: string): Promise<void>;
+  /** Returns a function that unsubscribes. */
+  subscribe(channel: string, onMessage: (message: string) => void): () => void;
+}
+
+/** Redis, when kas is configured with it: shared state between replicas. */
+export interface KasRedis {
+  /** A connection for commands (not subscribed). */
+  client: Redis;
+  /** Prefix for every key a module writes, e.g. "gitlab-kas:"; modules add their name. */
+  keyPrefix: string;
+}
+
 /** What every kas module is built from. */
 export interface KasModuleDeps {
   log: Logger;
@@ -105,6 +128,11 @@ export interface KasModuleDeps {
   agentRpc: AgentRpc;
   /** GitLab's API front; routes added while the modules are built are served once it starts. */
   api: ApiRoutes;
+  /** Reads projects' repositories (Gitaly, or local git), rate-limited toward Gitaly. */
+  repositories: RepositoryReader;
+  broadcast: Broadcast;
+  /** Absent in single-replica mode. */
+  redis?: KasRedis;
 }
 
 export type KasModuleFactory = ModuleFactory<KasModuleDeps>;

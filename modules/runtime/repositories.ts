@@ -1,7 +1,7 @@
 // How kas modules read Git: one interface, two backends (Gitaly over gRPC as GitLab runs it, and
 // plain repositories on local disk, the embedded default). Agent configuration and GitOps read
 // through it; neither knows which backend answers.
-import type { GitalyInfo, GitalyRepository } from "./kas.ts";
+import type { AgentInfo, GitalyInfo, GitalyRepository } from "./kas.ts";
 
 /** Where a project's repository is: on a Gitaly server (from GitLab's `agent_info`), or on local disk. */
 export type RepositoryLocation =
@@ -88,4 +88,20 @@ export class RepositoryError extends Error {
   ) {
     super(message, options);
   }
+}
+
+/** Where the agent's own project (its configuration) is: Gitaly per GitLab, or a local repository. */
+export function agentRepository(agent: AgentInfo): RepositoryLocation | undefined {
+  if (agent.gitalyInfo && agent.gitalyRepository) {
+    return { backend: "gitaly", gitaly: agent.gitalyInfo, repository: agent.gitalyRepository };
+  }
+  if (agent.localRepository !== undefined) return { backend: "local", path: agent.localRepository };
+  return undefined;
+}
+
+/** One string per repository (never holding a secret): what polls are shared by. */
+export function repositoryKey(location: RepositoryLocation): string {
+  if (location.backend === "local") return `local:${location.path}`;
+  const { storageName, relativePath } = location.repository;
+  return `gitaly:${location.gitaly.address}:${storageName}:${relativePath}`;
 }
