@@ -220,6 +220,7 @@ export class GitalyTestServer {
     this.#count("InfoRefsUploadPack", preamble.length);
     call.write({ data: preamble });
     await this.#pipeGit(
+      call,
       repo,
       ["upload-pack", "--stateless-rpc", "--advertise-refs", repo],
       Number.POSITIVE_INFINITY,
@@ -288,7 +289,7 @@ export class GitalyTestServer {
       );
       first = false;
     };
-    await this.#pipeGit(repo, ["cat-file", "blob", entry.oid], max, (chunk) => {
+    await this.#pipeGit(call, repo, ["cat-file", "blob", entry.oid], max, (chunk) => {
       for (let at = 0; at < chunk.length; at += CHUNK) send(chunk.subarray(at, at + CHUNK));
     });
     if (first) send(Buffer.alloc(0));
@@ -346,10 +347,18 @@ export class GitalyTestServer {
   }
 
   /** Runs git, handing at most `max` bytes of its output to `onChunk`, then stops it. */
-  #pipeGit(repo: string, args: string[], max: number, onChunk: (chunk: Buffer) => void): Promise<void> {
+  #pipeGit(
+    call: { on(event: "cancelled", listener: () => void): unknown },
+    repo: string,
+    args: string[],
+    max: number,
+    onChunk: (chunk: Buffer) => void,
+  ): Promise<void> {
     return new Promise((resolvePipe, reject) => {
       const child = spawn("git", args, { cwd: repo, env: GIT_ENV, stdio: ["ignore", "pipe", "pipe"] });
       this.#children.add(child);
+      // Like Gitaly, stop producing once the client has gone.
+      call.on("cancelled", () => child.kill());
       let sent = 0;
       let stderr = "";
       child.stderr.on("data", (d: Buffer) => {
@@ -368,7 +377,7 @@ export class GitalyTestServer {
       child.on("error", reject);
       child.on("close", (code) => {
         this.#children.delete(child);
-        if (code === 0 || sent >= max) resolvePipe();
+        if (code === 0 || sent >= max || child.killed) resolvePipe();
         else reject(statusError(status.INTERNAL, `git ${args[0]}: ${stderr.trim()}`));
       });
     });

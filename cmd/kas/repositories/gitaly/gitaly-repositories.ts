@@ -26,7 +26,7 @@ export interface GitalyRepositoriesOptions extends GitalyPoolOptions {
   readonly maxAdvertisementBytes?: number;
   /** Most tree entries one listFiles accepts. Default 100 000. */
   readonly maxTreeEntries?: number;
-  /** Clock for token timestamps and deadlines (tests). */
+  /** Clock for token timestamps (tests of clock skew); deadlines always use the real clock. */
   readonly now?: () => number;
 }
 
@@ -262,7 +262,7 @@ export class GitalyRepositories implements RepositoryReader {
           clients,
           repository: toRepository(gitaly.repository),
           metadata: gitalyCallMetadata(gitaly.gitaly, this.#now()),
-          options: { deadline: new Date(this.#now() + this.#callTimeoutMs) },
+          options: { deadline: new Date(Date.now() + this.#callTimeoutMs) },
           signal: ctx.signal,
         }),
       );
