@@ -4,6 +4,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { inspect } from "node:util";
+import { status } from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import {
   GitalyAddressError,
@@ -165,6 +166,8 @@ describe("authentication", () => {
     ]) {
       const err = await failure(call);
       expect(err.code).toBe("permission_denied");
+      // Gitaly's own answer to a wrong signature.
+      expect(err.cause).toMatchObject({ code: status.PERMISSION_DENIED });
       expect(err.message).toContain(server.address);
       expect(err.message).toContain("team/app");
       expect(inspect(err, { depth: 10 })).not.toContain(wrong);
@@ -177,6 +180,8 @@ describe("authentication", () => {
       newReader().resolveRef(location(server.address, { token: undefined }), {}, ctx),
     );
     expect(err.code).toBe("permission_denied");
+    // Gitaly's own answer to a missing token.
+    expect(err.cause).toMatchObject({ code: status.UNAUTHENTICATED });
     expect(server.seen.at(-1)?.metadata.authorization).toBeUndefined();
     const open = await startServer({ token: undefined });
     expect(await newReader().resolveRef(location(open.address, { token: undefined }), {}, ctx)).toBe(head);

@@ -11,7 +11,11 @@ import {
   type RepositoryReader,
   type TreeFile,
 } from "../../../../modules/runtime/repositories.ts";
-import { TreeEntry_EntryType, TreeEntryResponse_ObjectType } from "../../../../proto/gen/gitaly/commit.ts";
+import {
+  type FindCommitResponse,
+  TreeEntry_EntryType,
+  TreeEntryResponse_ObjectType,
+} from "../../../../proto/gen/gitaly/commit.ts";
 import type { Repository } from "../../../../proto/gen/gitaly/shared.ts";
 import { consumeStream, unaryCall } from "./calls.ts";
 import { type CallSite, gitalyError, isMissingRepository, isServiceError } from "./errors.ts";
@@ -72,7 +76,7 @@ export class GitalyRepositories implements RepositoryReader {
       const commit = ref.commit;
       if (!FULL_OID.test(commit)) return undefined;
       return this.#run(location, "FindCommit", ctx, async (call) => {
-        const response = await unaryCall<{ commit?: { id: string } | undefined }>(
+        const response = await unaryCall<FindCommitResponse>(
           (cb) =>
             call.clients.commit.findCommit(
               { repository: call.repository, revision: Buffer.from(commit) },
