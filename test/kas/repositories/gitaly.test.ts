@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { GitalyRepositories } from "../../../cmd/kas/repositories/gitaly/index.ts";
 import { RepositoryError, type RepositoryLocation } from "../../../modules/runtime/repositories.ts";
-import { type TestRepo, TestStorage } from "../../support/git-repo.ts";
+import { git, type TestRepo, TestStorage } from "../../support/git-repo.ts";
 import { GitalyTestServer } from "../../support/gitaly-server.ts";
 
 const TOKEN = "gitaly-secret-token";
@@ -90,10 +90,8 @@ describe("resolveRef", () => {
       await reader.resolveRef(location("group/project.git"), { commit: "0".repeat(40) }, ctx),
     ).toBeUndefined();
     // A tree id is an object, but not a commit.
-    const tree = (await import("../../support/git-repo.ts")).git(repo.dir, ["rev-parse", `${first}^{tree}`]);
-    expect(
-      await reader.resolveRef(location("group/project.git"), { commit: (await tree).trim() }, ctx),
-    ).toBeUndefined();
+    const tree = (await git(repo.dir, ["rev-parse", `${first}^{tree}`])).trim();
+    expect(await reader.resolveRef(location("group/project.git"), { commit: tree }, ctx)).toBeUndefined();
     // Not a full id: never sent.
     expect(
       await reader.resolveRef(location("group/project.git"), { commit: first.slice(0, 8) }, ctx),
