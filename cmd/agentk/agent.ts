@@ -8,6 +8,7 @@ import {
   type TunnelSession,
   tunnelClientChannel,
 } from "../../lib/tunnel/index.ts";
+import { agentConfigurationAgentModule } from "../../modules/agent_configuration/agentk/module.ts";
 import { agentTrackerAgentModule } from "../../modules/agent_tracker/agentk/module.ts";
 import { kubernetesApiAgentModule } from "../../modules/kubernetes_api/agentk/module.ts";
 import { observabilityModule } from "../../modules/observability/module.ts";
@@ -42,6 +43,8 @@ export interface AgentDeps {
 
 export interface Agent {
   readonly client: TunnelClient;
+  /** The agent configuration kas sent last (what the modules follow). */
+  readonly configuration: LatestValue<AgentConfiguration>;
   /** Where the modules' listeners are (observability), once started. */
   readonly urls: Partial<Record<string, string>>;
   /** Builds and starts every module; the tunnel to kas is kept up (with backoff) until `close`. */
@@ -56,6 +59,7 @@ function agentkModules(config: AgentkConfig, kasConnection: AgentkModuleFactory)
     observabilityModule({ listen: config.observability.listen }),
     kasConnection,
     agentTrackerAgentModule({ pod: config.pod }),
+    agentConfigurationAgentModule({ logLevel: config.logLevel }),
     kubernetesApiAgentModule(config.kubernetes),
     serviceProxyAgentModule(config.services),
   ];
@@ -104,6 +108,7 @@ export function createAgent(config: AgentkConfig, deps: AgentDeps): Agent {
   };
   return {
     client,
+    configuration: moduleDeps.configuration,
     get urls() {
       return runner.urls;
     },

@@ -4,11 +4,17 @@
 import type { Router, RouterOptions } from "../../lib/router/index.ts";
 import { kindName } from "../../lib/tunnel/header/index.ts";
 import { StreamDispatcher, type TunnelOptions } from "../../lib/tunnel/index.ts";
+import { agentConfigurationModule } from "../../modules/agent_configuration/kas/module.ts";
 import { agentTrackerModule } from "../../modules/agent_tracker/kas/module.ts";
 import type { AgentTracker } from "../../modules/agent_tracker/kas/tracker.ts";
 import { kubernetesApiModule } from "../../modules/kubernetes_api/kas/module.ts";
 import { observabilityModule } from "../../modules/observability/module.ts";
-import type { AgentSession, KasModuleDeps, KasModuleFactory } from "../../modules/runtime/index.ts";
+import type {
+  AgentSession,
+  KasModuleDeps,
+  KasModuleFactory,
+  RepositoryReader,
+} from "../../modules/runtime/index.ts";
 import { ModuleRunner } from "../../modules/runtime/index.ts";
 import { serviceProxyModule } from "../../modules/service_proxy/kas/module.ts";
 import { AgentHttpProxy } from "../common/http/index.ts";
@@ -25,7 +31,9 @@ import {
 import type { KasConfig, KasSecrets } from "./config/index.ts";
 import { agentListenerModule, agentRpcModule, apiFrontModule } from "./core-modules.ts";
 import { createKasMetrics, type KasMetrics, type Logger, ReadinessChecks } from "./observability/index.ts";
+import { createRepositories } from "./repositories/index.ts";
 import { createKasRouter } from "./routing/index.ts";
+import { type KasShared, openKasShared } from "./shared/index.ts";
 
 export interface KasServerOptions {
   config: KasConfig;
@@ -85,6 +93,8 @@ export function createKasServer(options: KasServerOptions): KasServer {
   let tokenRecheck: TokenRecheck | undefined;
   let router: Router | undefined;
   let agentHttp: AgentHttpProxy | undefined;
+  let shared: KasShared | undefined;
+  let repositories: RepositoryReader | undefined;
   let runner: ModuleRunner<KasModuleDeps> | undefined;
   let agents: AgentListener | undefined;
   let tracker: AgentTracker | undefined;
@@ -99,6 +109,8 @@ export function createKasServer(options: KasServerOptions): KasServer {
       router?.close(graceMs), // withdraws this replica from Redis first
     ]);
     await agentHttp?.destroy();
+    await repositories?.close();
+    await shared?.close();
     tokenRecheck?.destroy();
     await authenticator?.close();
   };
@@ -138,6 +150,13 @@ export function createKasServer(options: KasServerOptions): KasServer {
         // The router's registry is the one record of this replica's tunnels; the metrics follow it.
         router.local.on("added", (agentId, tunnel) => metrics.tunnels.track(tunnel, agentId));
         agentHttp = new AgentHttpProxy(router, { dialTimeoutMs: config.agent.dialTimeoutMs });
+        shared = await openKasShared(config, log);
+        repositories = createRepositories({
+          gitaly: config.gitaly,
+          ...(shared.redis && { redis: shared.redis }),
+          registry: metrics.registry,
+          log,
+        });
         const api = new ApiRouteTable();
         // Calls on a draining tunnel end within half its grace, so they end with their own status.
         const agentRpc = createAgentRpcServer(config.shutdownGracePeriodMs / 2);
@@ -171,6 +190,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
           agentTrackerModule((t) => {
             tracker = t;
           }),
+          agentConfigurationModule(config.agent.configuration),
           serviceProxyModule(),
           kubernetesApiModule(config.agent.kubernetesApi, await kubernetesProxyAccess(config)),
           apiFrontModule(config, secrets, api),
@@ -186,6 +206,9 @@ export function createKasServer(options: KasServerOptions): KasServer {
           agentStreams,
           agentRpc,
           api,
+          repositories,
+          broadcast: shared.broadcast,
+          ...(shared.redis && { redis: shared.redis }),
         });
       } catch (err) {
         await stop(0).catch(() => {});

@@ -5,6 +5,7 @@ import type { Registry } from "prom-client";
 import type { Forwarder } from "../../cmd/common/http/index.ts";
 import type { Logger, ReadinessChecks, RequestMetrics } from "../../cmd/common/observability/index.ts";
 import type { TunnelClient } from "../../lib/tunnel/index.ts";
+import type { AgentConfiguration } from "../agent_configuration/schema/index.ts";
 import type { LatestValue } from "./latest.ts";
 import type { ModuleFactory } from "./module.ts";
 
@@ -24,8 +25,8 @@ export interface LeaderElection extends EventEmitter<{ elected: []; lost: [] }> 
   readonly leading: boolean;
 }
 
-/** The agent's configuration as kas sends it (its schema grows with the modules that read it). */
-export type AgentConfiguration = Readonly<Record<string, unknown>>;
+/** The agent's configuration as kas sends it: the validated .gitlab/agents/<name>/config.yaml. */
+export type { AgentConfiguration } from "../agent_configuration/schema/index.ts";
 
 /** What every agentk module is built from. */
 export interface AgentkModuleDeps {

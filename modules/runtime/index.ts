@@ -13,10 +13,12 @@ export type {
   AgentSession,
   ApiRoute,
   ApiRoutes,
+  Broadcast,
   GitalyInfo,
   GitalyRepository,
   KasModuleDeps,
   KasModuleFactory,
+  KasRedis,
 } from "./kas.ts";
 export { LatestValue } from "./latest.ts";
 export { LEADER_ONLY, leaderOnly } from "./leader.ts";

@@ -73,3 +73,12 @@ export function listenSection<Extra extends z.ZodRawShape = Record<never, never>
     .object({ address: addressSetting(address), ...tlsPair, ...(extra ?? ({} as Extra)) })
     .superRefine((section, ctx) => checkTlsPair(section as TlsFiles, ctx), { when: () => true });
 }
+
+/** A positive number, e.g. a rate per second ("0.5", 30). */
+export const positiveNumberSetting = kind((raw) => {
+  const value = typeof raw === "number" ? raw : Number(typeof raw === "string" ? raw.trim() : Number.NaN);
+  if (typeof raw === "boolean" || raw === "" || !Number.isFinite(value) || value <= 0) {
+    throw new ValueError(`expected a positive number, got ${JSON.stringify(raw)}`);
+  }
+  return value;
+}, "number");

@@ -1,11 +1,16 @@
-/** A readiness check: resolves when ready, throws (with a reason) when not. */
-export type ReadinessCheck = (signal: AbortSignal) => void | Promise<void>;
+/**
+ * A readiness check: resolves when ready, throws (with a reason) when not. A string it returns is a
+ * detail of a ready replica (something is degraded, but taking the replica out would not help).
+ */
+export type ReadinessCheck = (signal: AbortSignal) => void | string | Promise<void | string>;
 
 export interface CheckResult {
   name: string;
   ok: boolean;
   /** Why it failed; absent when ok. */
   error?: string;
+  /** What is degraded although ready. */
+  detail?: string;
 }
 
 /**
@@ -52,8 +57,8 @@ export class ReadinessChecks {
       }, this.#timeoutMs);
     });
     try {
-      await Promise.race([Promise.resolve().then(() => check(controller.signal)), timeout]);
-      return { name, ok: true };
+      const detail = await Promise.race([Promise.resolve().then(() => check(controller.signal)), timeout]);
+      return typeof detail === "string" ? { name, ok: true, detail } : { name, ok: true };
     } catch (err) {
       return { name, ok: false, error: err instanceof Error ? err.message : String(err) };
     } finally {

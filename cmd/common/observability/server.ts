@@ -62,7 +62,11 @@ export async function serveObservability(options: ObservabilityOptions): Promise
     const { ok, checks } = await options.readiness.run();
     const body = JSON.stringify({
       status: ok ? "ready" : "not ready",
-      checks: checks.map((c) => (c.error === undefined ? c : { ...c, error: scrubString(c.error) })),
+      checks: checks.map((c) => ({
+        ...c,
+        ...(c.error !== undefined && { error: scrubString(c.error) }),
+        ...(c.detail !== undefined && { detail: scrubString(c.detail) }),
+      })),
     });
     return send(res, ok ? 200 : 503, "application/json", `${body}\n`);
   }

@@ -1,5 +1,6 @@
 import { timingSafeEqual } from "node:crypto";
 import { readFile } from "node:fs/promises";
+import { isAbsolute } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { tokenDigest } from "../../common/agent-token.ts";
 import { AgentAuthError } from "./errors.ts";
@@ -9,6 +10,8 @@ export interface StaticAgent {
   agentId: string;
   projectId: string;
   agentName: string;
+  /** The agent's configuration project as a git repository on kas's disk (no Gitaly needed). */
+  localRepository?: string;
 }
 
 /**
@@ -38,7 +41,7 @@ export class StaticTokenAuthenticator implements AgentAuthenticator {
   }
 }
 
-/** Reads a YAML or JSON file mapping each token to `{agentId, projectId, agentName}`. Errors never show a token. */
+/** Reads a YAML or JSON file mapping each token to `{agentId, projectId, agentName, repository?}`. Errors never show a token. */
 export async function loadStaticTokens(path: string): Promise<StaticTokenAuthenticator> {
   let text: string;
   try {
@@ -79,7 +82,14 @@ export function parseStaticTokens(text: string, path = "static tokens file"): Ma
     };
     if (typeof v.agentName !== "string" || v.agentName === "")
       throw new Error(`${where}: agentName: expected a non-empty string`);
-    tokens.set(token, { agentId: id("agentId"), projectId: id("projectId"), agentName: v.agentName });
+    if (v.repository !== undefined && (typeof v.repository !== "string" || !isAbsolute(v.repository)))
+      throw new Error(`${where}: repository: expected the absolute path of a git repository`);
+    tokens.set(token, {
+      agentId: id("agentId"),
+      projectId: id("projectId"),
+      agentName: v.agentName,
+      ...(typeof v.repository === "string" && { localRepository: v.repository }),
+    });
   });
   return tokens;
 }

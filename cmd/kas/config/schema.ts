@@ -3,6 +3,7 @@
 // section imported from the module. The loader, the environment overrides, `--help` and the
 // configuration's type all come from this one schema.
 import { z } from "zod";
+import { agentConfigurationKasSection } from "../../../modules/agent_configuration/kas/config.ts";
 import { kubernetesApiKasSection } from "../../../modules/kubernetes_api/kas/config.ts";
 import { observabilityKasSection } from "../../../modules/observability/config.ts";
 import {
@@ -24,6 +25,7 @@ import {
   parseNonNegativeInt,
   parseUrl,
 } from "../../common/config/values.ts";
+import { gitalyKasSection } from "../repositories/config.ts";
 
 const gitlab = z.object({
   address: setting((v) => parseUrl(v, ["http", "https"]), {
@@ -71,7 +73,7 @@ const agent = z.object({
     doc: "How long a request for an agent waits for its tunnel (on any replica) before failing with 503.",
   }),
   staticTokensFile: fileSetting({
-    doc: "YAML/JSON file of token -> {agentId, projectId, agentName}: authenticates agents without GitLab (development).",
+    doc: "YAML/JSON file of token -> {agentId, projectId, agentName, repository}: authenticates agents without GitLab (development); repository, the absolute path of a git repository on kas's disk, is the agent's configuration project.",
   }),
   infoCacheTtlMs: durationSetting({
     default: "300s",
@@ -83,6 +85,7 @@ const agent = z.object({
   }),
   infoCacheMaxEntries: countSetting({ default: 10000, doc: "Bound on cached authentications." }),
   kubernetesApi: kubernetesApiKasSection,
+  configuration: agentConfigurationKasSection,
 });
 
 const api = z.object({
@@ -156,6 +159,7 @@ const redis = z.object({
 const kasSchema = z.object({
   gitlab,
   agent,
+  gitaly: gitalyKasSection,
   observability: observabilityKasSection,
   api,
   privateApi,

@@ -49,6 +49,13 @@ describe("kas configuration", () => {
         infoCacheErrorTtlMs: 60_000,
         infoCacheMaxEntries: 10_000,
         kubernetesApi: { listen: { address: { host: "0.0.0.0", port: 8154 } }, urlPathPrefix: "/" },
+        configuration: { pollPeriodMs: 300_000, maxConfigurationFileSize: 131_072 },
+      },
+      gitaly: {
+        globalApiRateLimit: { refillRatePerSecond: 30, bucketSize: 70 },
+        perServerApiRateLimit: { refillRatePerSecond: 15, bucketSize: 40 },
+        perAgentApiRateLimit: { refillRatePerSecond: 1, bucketSize: 10 },
+        clusterApiRateLimit: { refillRatePerSecond: 100, bucketSize: 200 },
       },
       observability: {
         listen: { address: { host: "127.0.0.1", port: 8151 } },

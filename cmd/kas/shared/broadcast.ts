@@ -1,0 +1,69 @@
+// Messages to every kas replica: Redis pub/sub when kas has Redis, the process itself otherwise.
+import { EventEmitter } from "node:events";
+import type { Redis } from "ioredis";
+import type { Broadcast } from "../../../modules/runtime/index.ts";
+
+/** Single-replica kas: the only subscribers are in this process. */
+export class InProcessBroadcast implements Broadcast {
+  readonly #events = new EventEmitter().setMaxListeners(0);
+
+  async publish(channel: string, message: string): Promise<void> {
+    this.#events.emit(channel, message);
+  }
+
+  subscribe(channel: string, onMessage: (message: string) => void): () => void {
+    this.#events.on(channel, onMessage);
+    return () => this.#events.off(channel, onMessage);
+  }
+}
+
+/**
+ * Redis pub/sub. `subscriber` is a connection of its own (a subscribed connection can do nothing
+ * else), made with autoResubscribe off: channels are subscribed again on every 'ready', since a
+ * SUBSCRIBE queued while Redis is down is dropped when the connection attempt fails.
+ */
+export class RedisBroadcast implements Broadcast {
+  readonly #local = new InProcessBroadcast();
+  readonly #counts = new Map<string, number>();
+
+  constructor(
+    private readonly publisher: Redis,
+    private readonly subscriber: Redis,
+    /** Prepended to every channel, e.g. "gitlab-kas:broadcast:". */
+    private readonly prefix: string,
+  ) {
+    subscriber.on("message", (channel: string, message: string) => {
+      if (channel.startsWith(prefix)) void this.#local.publish(channel.slice(prefix.length), message);
+    });
+    subscriber.on("ready", () => {
+      const channels = [...this.#counts.keys()].map((c) => prefix + c);
+      if (channels.length > 0) subscriber.subscribe(...channels).catch(() => {});
+    });
+  }
+
+  async publish(channel: string, message: string): Promise<void> {
+    await this.publisher.publish(this.prefix + channel, message);
+  }
+
+  subscribe(channel: string, onMessage: (message: string) => void): () => void {
+    const count = this.#counts.get(channel) ?? 0;
+    this.#counts.set(channel, count + 1);
+    if (count === 0 && this.subscriber.status === "ready") {
+      this.subscriber.subscribe(this.prefix + channel).catch(() => {});
+    }
+    const off = this.#local.subscribe(channel, onMessage);
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      off();
+      const left = (this.#counts.get(channel) ?? 1) - 1;
+      if (left > 0) this.#counts.set(channel, left);
+      else {
+        this.#counts.delete(channel);
+        if (this.subscriber.status === "ready")
+          this.subscriber.unsubscribe(this.prefix + channel).catch(() => {});
+      }
+    };
+  }
+}

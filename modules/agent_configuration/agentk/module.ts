@@ -1,0 +1,112 @@
+// Agent configuration's agentk half: keeps a GetConfiguration stream open to kas (over the tunnel's
+// gRPC channel), hands each new configuration to the modules (`deps.configuration`) and applies
+// what agentk itself reads live: its log level.
+import * as grpc from "@grpc/grpc-js";
+import { Counter } from "prom-client";
+import type { LogLevel } from "../../../cmd/common/config/values.ts";
+import {
+  AgentConfigurationServiceClient,
+  type GetConfigurationResponse,
+} from "../../../proto/gen/agent_configuration/v1/agent_configuration.ts";
+import { type AgentkModuleFactory, Phase } from "../../runtime/index.ts";
+import { AgentConfigurationError, deserializeAgentConfiguration } from "../schema/index.ts";
+
+export interface AgentConfigurationAgentOptions {
+  /** The level from --log-level: agentk's level until its configuration file sets one. */
+  logLevel: LogLevel;
+  /** Reconnect delays after a stream ends (the channel itself waits for a tunnel). */
+  backoff?: { initialMs: number; maxMs: number };
+}
+
+export function agentConfigurationAgentModule(options: AgentConfigurationAgentOptions): AgentkModuleFactory {
+  const backoff = options.backoff ?? { initialMs: 250, maxMs: 30_000 };
+  return {
+    name: "agent_configuration",
+    phase: Phase.capability,
+    create({ kasRpc, log, registry, configuration }) {
+      const updates = new Counter({
+        name: "agentk_configuration_updates_total",
+        help: "Configurations received from kas, by result (applied, invalid: kept the previous one).",
+        labelNames: ["result"],
+        registers: [registry],
+      });
+      // The address and credentials are ignored: calls go over `kasRpc`, inside the tunnel.
+      const client = new AgentConfigurationServiceClient("kas", grpc.credentials.createInsecure(), {
+        channelOverride: kasRpc,
+      });
+      let commitId = "";
+
+      const apply = (message: GetConfigurationResponse) => {
+        let received: ReturnType<typeof deserializeAgentConfiguration>;
+        try {
+          received = deserializeAgentConfiguration(message.configurationJson);
+        } catch (err) {
+          if (!(err instanceof AgentConfigurationError)) throw err;
+          updates.inc({ result: "invalid" });
+          log.warn(
+            { commitId: message.commitId, err: err.message },
+            "agent configuration from kas refused; keeping the previous one",
+          );
+          return;
+        }
+        commitId = message.commitId;
+        // No file (commit ""): the level from the flag; a file: its level (GitLab's default, info).
+        log.level = commitId === "" ? options.logLevel : received.observability.logging.level;
+        configuration.set(received);
+        updates.inc({ result: "applied" });
+        log.info({ commitId, logLevel: log.level }, "agent configuration applied");
+      };
+
+      /** One stream, until kas ends it or the tunnel goes; resolves with whether anything arrived. */
+      const follow = (signal: AbortSignal) =>
+        new Promise<boolean>((resolve) => {
+          let received = false;
+          // waitForReady: queued until the channel's stream is up rather than failing at once.
+          const call = client.getConfiguration({ commitId }, new grpc.Metadata({ waitForReady: true }));
+          const cancel = () => call.cancel();
+          signal.addEventListener("abort", cancel, { once: true });
+          call.on("data", (message: GetConfigurationResponse) => {
+            received = true;
+            apply(message);
+          });
+          call.on("error", (err: grpc.ServiceError) => {
+            if (!signal.aborted && err.code !== grpc.status.UNAVAILABLE) {
+              log.warn({ code: err.code, err: err.details }, "agent configuration stream failed");
+            }
+          });
+          call.on("status", () => {
+            signal.removeEventListener("abort", cancel);
+            resolve(received);
+          });
+        });
+
+      return {
+        name: "agent_configuration",
+        start(signal) {
+          void (async () => {
+            let delay = backoff.initialMs;
+            while (!signal.aborted) {
+              if (await follow(signal)) delay = backoff.initialMs;
+              if (signal.aborted) break;
+              await sleep(delay / 2 + Math.random() * delay, signal);
+              delay = Math.min(delay * 2, backoff.maxMs);
+            }
+          })();
+        },
+        close: async () => client.close(),
+      };
+    },
+  };
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+}

@@ -1,0 +1,67 @@
+// Agent configuration's kas half: reads each connected agent's .gitlab/agents/<name>/config.yaml
+// from its project (Gitaly, or local git), validates it, and streams it to the agent; shows it on
+// GitLab's API; polls at once on a git push notification from any replica.
+import { type KasModuleFactory, Phase } from "../../runtime/index.ts";
+import type { AgentConfigurationKasConfig } from "./config.ts";
+import { createConfigurationMetrics } from "./metrics.ts";
+import { configurationRoute, GIT_PUSH_CHANNEL, gitPushRoute } from "./routes.ts";
+import { addAgentConfigurationService } from "./rpc.ts";
+import { LocalStatusStore, RedisStatusStore, type StatusStore } from "./status-store.ts";
+import { ConfigurationWatches, type PushedProject } from "./watches.ts";
+
+export function agentConfigurationModule(config: AgentConfigurationKasConfig): KasModuleFactory {
+  return {
+    name: "agent_configuration",
+    phase: Phase.capability,
+    create({ log, registry, readiness, repositories, broadcast, redis, agentRpc, api }) {
+      const metrics = createConfigurationMetrics(registry);
+      let store: StatusStore | undefined;
+      const watches = new ConfigurationWatches({
+        repositories,
+        pollPeriodMs: config.pollPeriodMs,
+        maxFileBytes: config.maxConfigurationFileSize,
+        metrics,
+        log,
+        onState: (state) => store?.put(state),
+      });
+      const local = new LocalStatusStore((agentId) => watches.stateOf(agentId));
+      // Outlives a few polls, so a replica that stops polling for an agent is soon forgotten.
+      store = redis ? new RedisStatusStore(redis, 3 * config.pollPeriodMs + 60_000, local, log) : local;
+      addAgentConfigurationService(agentRpc, watches, metrics);
+      api.add(configurationRoute(store));
+      api.add(gitPushRoute(broadcast));
+      let stopListening = () => {};
+      let stopHealth = () => {};
+      return {
+        name: "agent_configuration",
+        start() {
+          stopListening = broadcast.subscribe(GIT_PUSH_CHANNEL, (message) => {
+            let project: PushedProject;
+            try {
+              project = JSON.parse(message) as PushedProject;
+            } catch {
+              return;
+            }
+            const polled = watches.pushed(project);
+            metrics.pushes.inc({ result: polled > 0 ? "polled" : "unknown" });
+          });
+          // A repository kas cannot read is a detail, not unreadiness: every replica shares
+          // Gitaly, so taking this one out of the load balancer would not help.
+          stopHealth = readiness.add("agent_configuration", () => {
+            const failing = watches.failing();
+            if (failing.size === 0) return;
+            const [first] = failing.values();
+            return `${failing.size} configuration project(s) cannot be read; agents keep their configuration: ${first}`;
+          });
+        },
+        drain() {
+          stopListening();
+        },
+        async close() {
+          stopHealth();
+          watches.close();
+        },
+      };
+    },
+  };
+}

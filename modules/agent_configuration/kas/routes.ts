@@ -1,0 +1,100 @@
+// The module's routes on GitLab's API front: an agent's effective configuration, and git push
+// notifications (GitLab sends one when a project is pushed to).
+import { z } from "zod";
+import { HttpError, sendJson } from "../../../cmd/common/http/index.ts";
+import type { ApiRoute, Broadcast } from "../../runtime/index.ts";
+import type { StatusStore } from "./status-store.ts";
+import type { PushedProject } from "./watches.ts";
+
+const CONFIGURATION_PATH = /^\/api\/v1\/agents\/([1-9]\d{0,18})\/configuration\/?$/;
+
+/** `GET /api/v1/agents/{agent_id}/configuration` -> the effective configuration, its commit, and the last problem. */
+export function configurationRoute(store: StatusStore): ApiRoute {
+  return {
+    route: "/api/v1/agents/{agent_id}/configuration",
+    matches: (pathname) => CONFIGURATION_PATH.test(pathname),
+    async handle(req, res) {
+      if (req.method !== "GET" && req.method !== "HEAD") {
+        throw new HttpError(405, "only GET is allowed here", { allow: "GET, HEAD" });
+      }
+      const agentId = CONFIGURATION_PATH.exec(new URL(req.url ?? "/", "http://kas").pathname)![1]!;
+      let state: Awaited<ReturnType<StatusStore["get"]>>;
+      try {
+        state = await store.get(agentId);
+      } catch (err) {
+        throw new HttpError(503, `cannot read agent configuration state: ${(err as Error).message}`);
+      }
+      if (state === undefined) {
+        throw new HttpError(
+          404,
+          `agent ${agentId} is not connected to any kas replica, or its configuration was not read yet`,
+        );
+      }
+      sendJson(res, 200, {
+        agent_id: agentId,
+        commit_id: state.commitId ?? null,
+        configuration: state.commitId === undefined ? null : state.configuration,
+        ...(state.problem && { last_error: state.problem }),
+        ...(state.checkedAt && { checked_at: state.checkedAt }),
+      });
+    },
+  };
+}
+
+export const GIT_PUSH_CHANNEL = "git_push";
+const MAX_PUSH_BODY = 64 * 1024;
+
+const pushBody = z.object({
+  project: z
+    .object({
+      id: z.union([z.number().int().positive(), z.string().regex(/^[1-9]\d{0,18}$/)]).optional(),
+      full_path: z.string().min(1).max(1024).optional(),
+    })
+    .refine((p) => p.id !== undefined || p.full_path !== undefined, "needs id or full_path"),
+});
+
+/**
+ * `POST /api/v1/notifications/git_push` with `{"project": {"id": N, "full_path": "group/project"}}`:
+ * every replica polls that project's agents at once (204, whether or not any agent uses it).
+ */
+export function gitPushRoute(broadcast: Broadcast): ApiRoute {
+  return {
+    route: "/api/v1/notifications/git_push",
+    matches: (pathname) => pathname === "/api/v1/notifications/git_push",
+    async handle(req, res) {
+      if (req.method !== "POST") throw new HttpError(405, "only POST is allowed here", { allow: "POST" });
+      const body = await readJson(req, MAX_PUSH_BODY);
+      const parsed = pushBody.safeParse(body);
+      if (!parsed.success) {
+        const issue = parsed.error.issues[0]!;
+        throw new HttpError(400, `body: ${issue.path.join(".") || "(top level)"}: ${issue.message}`);
+      }
+      const { id, full_path } = parsed.data.project;
+      const project: PushedProject = {
+        ...(id !== undefined && { id: String(id) }),
+        ...(full_path !== undefined && { fullPath: full_path }),
+      };
+      try {
+        await broadcast.publish(GIT_PUSH_CHANNEL, JSON.stringify(project));
+      } catch (err) {
+        throw new HttpError(503, `cannot tell the other kas replicas: ${(err as Error).message}`);
+      }
+      res.writeHead(204).end();
+    },
+  };
+}
+
+async function readJson(req: AsyncIterable<Buffer>, limit: number): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += chunk.length;
+    if (size > limit) throw new HttpError(413, `the body is limited to ${limit} bytes`);
+    chunks.push(chunk);
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString("utf8"));
+  } catch {
+    throw new HttpError(400, "the body is not JSON");
+  }
+}

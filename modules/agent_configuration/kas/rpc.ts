@@ -1,0 +1,56 @@
+import type * as grpc from "@grpc/grpc-js";
+import {
+  type AgentConfigurationServiceServer,
+  AgentConfigurationServiceService,
+} from "../../../proto/gen/agent_configuration/v1/agent_configuration.ts";
+import type { AgentRpc } from "../../runtime/index.ts";
+import { serializeAgentConfiguration } from "../schema/index.ts";
+import type { ConfigurationMetrics } from "./metrics.ts";
+import type { ConfigurationWatches } from "./watches.ts";
+
+/**
+ * `AgentConfigurationService` on the agents' gRPC server: the calling agent's configuration (the
+ * tunnel's agent, whatever the request says), now unless the agent has that commit, then on each
+ * change. A refused file sends nothing: the agent keeps what it has.
+ */
+export function addAgentConfigurationService(
+  rpc: AgentRpc,
+  watches: Pick<ConfigurationWatches, "subscribe">,
+  metrics: Pick<ConfigurationMetrics, "streams">,
+): void {
+  const service: AgentConfigurationServiceServer = {
+    getConfiguration(call) {
+      let session: ReturnType<AgentRpc["agentOf"]>;
+      try {
+        session = rpc.agentOf(call);
+      } catch (err) {
+        call.emit("error", err as grpc.ServiceError);
+        return;
+      }
+      let sent = call.request.commitId.slice(0, 64); // a commit id; anything longer is not one
+      metrics.streams.inc();
+      const unsubscribe = watches.subscribe(session.identity, sent, (state) => {
+        if (state.commitId === undefined || state.commitId === sent || call.cancelled) return;
+        sent = state.commitId;
+        call.write({ configurationJson: serializeAgentConfiguration(state.configuration), commitId: sent });
+      });
+      let open = true;
+      const done = () => {
+        if (!open) return;
+        open = false;
+        metrics.streams.dec();
+        unsubscribe();
+        session.off("close", end);
+      };
+      const end = () => {
+        done();
+        call.end();
+      };
+      call.on("cancelled", done);
+      call.on("close", done);
+      call.on("finish", done);
+      session.once("close", end);
+    },
+  };
+  rpc.server.addService(AgentConfigurationServiceService, service);
+}

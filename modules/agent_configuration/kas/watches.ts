@@ -1,0 +1,307 @@
+// Polling agents' configuration projects. One watch per repository, shared by every agent whose
+// configuration lives there: each poll is one cheap ref lookup, and an agent's file is read only
+// when the commit moved. A push notification polls at once; polling stays the fallback.
+import type { Logger } from "../../../cmd/common/observability/index.ts";
+import {
+  type AgentInfo,
+  agentRepository,
+  RepositoryError,
+  type RepositoryLocation,
+  type RepositoryReader,
+  repositoryKey,
+} from "../../runtime/index.ts";
+import {
+  type AgentConfiguration,
+  AgentConfigurationError,
+  EMPTY_AGENT_CONFIGURATION,
+  parseAgentConfiguration,
+} from "../schema/index.ts";
+import type { ConfigurationMetrics } from "./metrics.ts";
+import { type AgentConfigurationState, type ConfigurationProblem, configurationPath } from "./state.ts";
+
+export interface WatchesOptions {
+  repositories: RepositoryReader;
+  pollPeriodMs: number;
+  maxFileBytes: number;
+  metrics: ConfigurationMetrics;
+  log: Logger;
+  /** Every change of an agent's state (and every poll that reached the repository). */
+  onState?: (state: AgentConfigurationState) => void;
+  /** For tests: where a new watch's first poll falls in the period when its agent already has a configuration. */
+  random?: () => number;
+}
+
+/** Which project a push was to: GitLab's project id, or its full path. */
+export interface PushedProject {
+  id?: string;
+  fullPath?: string;
+}
+
+type Listener = (state: AgentConfigurationState) => void;
+
+interface AgentEntry {
+  agent: AgentInfo;
+  state: AgentConfigurationState;
+  listeners: Set<Listener>;
+  /** The commit whose file this agent's state reflects (read, or refused); undefined: not read. */
+  readAt: string | undefined;
+}
+
+interface Watch {
+  key: string;
+  location: RepositoryLocation;
+  agents: Map<string, AgentEntry>;
+  timer: NodeJS.Timeout | undefined;
+  polling: Promise<void> | undefined;
+  /** A poll was asked for while one ran: run another right after it. */
+  again: boolean;
+  /** The last poll failed to reach the repository (for the health detail). */
+  failing: string | undefined;
+}
+
+export class ConfigurationWatches {
+  readonly #o: WatchesOptions;
+  readonly #watches = new Map<string, Watch>();
+  readonly #abort = new AbortController();
+
+  constructor(options: WatchesOptions) {
+    this.#o = options;
+  }
+
+  /** Repositories polled now. */
+  get size(): number {
+    return this.#watches.size;
+  }
+
+  /** Watches whose last poll could not reach their repository: key -> reason. */
+  failing(): Map<string, string> {
+    const out = new Map<string, string>();
+    for (const w of this.#watches.values()) if (w.failing !== undefined) out.set(w.key, w.failing);
+    return out;
+  }
+
+  /** The state of an agent this replica watches for. */
+  stateOf(agentId: string): AgentConfigurationState | undefined {
+    for (const w of this.#watches.values()) {
+      for (const e of w.agents.values()) if (e.agent.agentId === agentId) return e.state;
+    }
+    return undefined;
+  }
+
+  /**
+   * Delivers the agent's configuration state to `listener` now (if known) and on every change,
+   * until the returned function is called. `agentHas`: the commit the agent already has ("" for
+   * none): an agent with a configuration does not need a poll at once, so after a kas restart the
+   * first polls of its reconnecting agents spread over the period instead of all at once.
+   */
+  subscribe(agent: AgentInfo, agentHas: string, listener: Listener): () => void {
+    const location = agentRepository(agent);
+    if (location === undefined) {
+      // No project to read (e.g. a static token without a repository): the empty configuration.
+      listener({ agentId: agent.agentId, configuration: EMPTY_AGENT_CONFIGURATION, commitId: "" });
+      return () => {};
+    }
+    const key = repositoryKey(location);
+    let watch = this.#watches.get(key);
+    const fresh = watch === undefined;
+    if (!watch) {
+      watch = {
+        key,
+        location,
+        agents: new Map(),
+        timer: undefined,
+        polling: undefined,
+        again: false,
+        failing: undefined,
+      };
+      this.#watches.set(key, watch);
+      this.#o.metrics.watches.set(this.#watches.size);
+    }
+    let entry = watch.agents.get(agent.agentName);
+    if (!entry) {
+      entry = {
+        agent,
+        state: { agentId: agent.agentId, configuration: EMPTY_AGENT_CONFIGURATION, commitId: undefined },
+        listeners: new Set(),
+        readAt: undefined,
+      };
+      watch.agents.set(agent.agentName, entry);
+    } else if (entry.state.commitId !== undefined) {
+      listener(entry.state);
+    }
+    entry.listeners.add(listener);
+
+    if (agentHas === "" && entry.readAt === undefined) void this.#poll(watch);
+    else if (fresh)
+      this.#schedule(watch, Math.floor((this.#o.random ?? Math.random)() * this.#o.pollPeriodMs));
+
+    const w = watch;
+    const e = entry;
+    return () => {
+      e.listeners.delete(listener);
+      if (e.listeners.size > 0) return;
+      w.agents.delete(agent.agentName);
+      if (w.agents.size > 0) return;
+      clearTimeout(w.timer);
+      this.#watches.delete(w.key);
+      this.#o.metrics.watches.set(this.#watches.size);
+    };
+  }
+
+  /** A push to `project`: polls at once every watch holding one of its agents. Returns how many. */
+  pushed(project: PushedProject): number {
+    let n = 0;
+    for (const watch of this.#watches.values()) {
+      const matches = [...watch.agents.values()].some(({ agent }) =>
+        project.id !== undefined
+          ? agent.projectId === project.id
+          : project.fullPath !== undefined && agent.gitalyRepository?.glProjectPath === project.fullPath,
+      );
+      if (matches) {
+        n++;
+        void this.#poll(watch);
+      }
+    }
+    return n;
+  }
+
+  /** Stops polling; polls under way are abandoned. */
+  close(): void {
+    this.#abort.abort(new Error("kas is stopping"));
+    for (const w of this.#watches.values()) clearTimeout(w.timer);
+    this.#watches.clear();
+  }
+
+  #schedule(watch: Watch, delayMs: number): void {
+    clearTimeout(watch.timer);
+    if (this.#abort.signal.aborted) return;
+    watch.timer = setTimeout(() => void this.#poll(watch), delayMs);
+  }
+
+  /** Polls now, or right after the poll under way (never two at once for one repository). */
+  #poll(watch: Watch): Promise<void> {
+    if (watch.polling) {
+      watch.again = true;
+      return watch.polling;
+    }
+    clearTimeout(watch.timer);
+    watch.polling = (async () => {
+      do {
+        watch.again = false;
+        await this.#pollOnce(watch).catch((err: unknown) =>
+          this.#o.log.error({ err, repository: watch.key }, "agent configuration poll failed"),
+        );
+      } while (watch.again && this.#watches.get(watch.key) === watch && !this.#abort.signal.aborted);
+    })().finally(() => {
+      watch.polling = undefined;
+      if (this.#watches.get(watch.key) === watch) this.#schedule(watch, this.#o.pollPeriodMs);
+    });
+    return watch.polling;
+  }
+
+  async #pollOnce(watch: Watch): Promise<void> {
+    const first = watch.agents.values().next().value;
+    if (!first) return;
+    // Rate limits are kept per agent: the poll is charged to one of the agents it serves.
+    const ctx = { agentId: first.agent.agentId, signal: this.#abort.signal };
+    let commit: string;
+    try {
+      commit = (await this.#o.repositories.resolveRef(watch.location, {}, ctx)) ?? "";
+    } catch (err) {
+      if (this.#abort.signal.aborted) return;
+      this.#repositoryFailed(watch, err);
+      return;
+    }
+    watch.failing = undefined;
+    const checkedAt = new Date().toISOString();
+    let changed = false;
+    for (const entry of [...watch.agents.values()]) {
+      if (entry.readAt === commit) {
+        // Reached again: a repository problem is over; a refused file stays refused.
+        const { problem, ...state } = entry.state;
+        this.#publish(entry, { ...state, ...(problem?.kind === "invalid" && { problem }), checkedAt });
+        continue;
+      }
+      changed = true;
+      const state = await this.#read(watch, entry, commit, ctx.signal);
+      if (state === undefined) return; // the repository failed mid-way: the next poll retries
+      this.#publish(entry, { ...state, checkedAt });
+    }
+    this.#o.metrics.polls.inc({ result: changed ? "changed" : "unchanged" });
+  }
+
+  /** The agent's state after reading its file at `commit`; undefined if the repository failed. */
+  async #read(
+    watch: Watch,
+    entry: AgentEntry,
+    commit: string,
+    signal: AbortSignal,
+  ): Promise<AgentConfigurationState | undefined> {
+    const { agent } = entry;
+    const good = (configuration: AgentConfiguration): AgentConfigurationState => {
+      entry.readAt = commit;
+      return { agentId: agent.agentId, configuration, commitId: commit };
+    };
+    const refused = (message: string): AgentConfigurationState => {
+      entry.readAt = commit;
+      this.#o.metrics.invalid.inc();
+      this.#o.log.warn(
+        { agentId: agent.agentId, commitId: commit, problem: message },
+        "agent configuration refused",
+      );
+      const problem: ConfigurationProblem = {
+        kind: "invalid",
+        message,
+        commitId: commit,
+        at: new Date().toISOString(),
+      };
+      return { ...entry.state, problem };
+    };
+    if (commit === "") return good(EMPTY_AGENT_CONFIGURATION); // an empty repository
+    const path = configurationPath(agent.agentName);
+    let content: Buffer | undefined;
+    try {
+      content = await this.#o.repositories.readFile(watch.location, commit, path, this.#o.maxFileBytes, {
+        agentId: agent.agentId,
+        signal,
+      });
+    } catch (err) {
+      if (err instanceof RepositoryError && err.code === "too_large") {
+        return refused(`${path} is larger than the ${this.#o.maxFileBytes} bytes allowed`);
+      }
+      if (!signal.aborted) this.#repositoryFailed(watch, err);
+      return undefined;
+    }
+    if (content === undefined) return good(EMPTY_AGENT_CONFIGURATION);
+    try {
+      return good(
+        parseAgentConfiguration(content.toString("utf8"), { maxBytes: this.#o.maxFileBytes, fileName: path }),
+      );
+    } catch (err) {
+      if (!(err instanceof AgentConfigurationError)) throw err;
+      return refused(err.message);
+    }
+  }
+
+  #repositoryFailed(watch: Watch, err: unknown): void {
+    const message = err instanceof Error ? err.message : String(err);
+    const code = err instanceof RepositoryError ? err.code : "failed";
+    this.#o.metrics.polls.inc({ result: "error" });
+    this.#o.metrics.repositoryErrors.inc({ code });
+    if (watch.failing === undefined) {
+      this.#o.log.warn(
+        { repository: watch.key, code, err: message },
+        "cannot read agent configuration project",
+      );
+    }
+    watch.failing = message;
+    const problem: ConfigurationProblem = { kind: "repository", message, at: new Date().toISOString() };
+    for (const entry of watch.agents.values()) this.#publish(entry, { ...entry.state, problem });
+  }
+
+  #publish(entry: AgentEntry, state: AgentConfigurationState): void {
+    entry.state = state;
+    this.#o.onState?.(state);
+    for (const listener of entry.listeners) listener(state);
+  }
+}
