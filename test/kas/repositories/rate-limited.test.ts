@@ -20,7 +20,7 @@ import type {
   TreeFile,
 } from "../../../modules/runtime/repositories.ts";
 import { RedisServer } from "../../support/redis-server.ts";
-import { until } from "../../support/until.ts";
+import { until, within } from "../../support/until.ts";
 
 /** Answers at once and records every call it gets, in order. */
 class CountingReader implements RepositoryReader {
@@ -226,6 +226,22 @@ describe("limits shared by replicas (Redis)", () => {
       (await deferred(one.registry, "cluster_global")) + (await deferred(two.registry, "cluster_global")),
     ).toBe(2);
     expect(await deferred(one.registry, "agent")).toBe(0);
+  });
+
+  it("a Redis that hangs (clients paused) does not hold calls past redisTimeoutMs", async () => {
+    const keyPrefix = `test:${randomUUID()}`;
+    const admin = await connect();
+    const { inner, registry, reader } = limited({ redis: await connect(), keyPrefix, redisTimeoutMs: 200 });
+    expect(await call(reader, 0)).toBe("b0");
+    await admin.call("CLIENT", "PAUSE", "10000", "WRITE"); // scripts wait, CLIENT UNPAUSE does not
+    try {
+      // Not held until Redis answers in 10 s: the call goes on once the Redis call times out.
+      expect(await within(call(reader, 1), 5000, "a call while Redis hangs")).toBe("b1");
+      expect(await outages(registry)).toBe(1);
+    } finally {
+      await admin.call("CLIENT", "UNPAUSE");
+    }
+    expect(inner.calls).toEqual(["1:b0", "1:b1"]);
   });
 
   it("Redis killed: calls go through under the process limits, the outage is logged once; limits return with Redis", async () => {
