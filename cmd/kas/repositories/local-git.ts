@@ -1,0 +1,188 @@
+// The embedded default backend: plain git repositories (bare or not) on local disk, read with the
+// git CLI. Untrusted names reach git only after git-names.ts has checked them, and object lookups
+// go through `cat-file --batch-check` on stdin, where nothing can be read as an option.
+import {
+  type RefSelector,
+  type RepositoryCallContext,
+  RepositoryError,
+  type RepositoryLocation,
+  type RepositoryReader,
+  type TreeFile,
+} from "../../../modules/runtime/repositories.ts";
+import { checkCommitId, checkRefName, checkTreePath } from "./git-names.ts";
+import {
+  type BatchCheckResult,
+  FOR_EACH_REF_FORMAT,
+  GitOutputError,
+  parseBatchCheck,
+  parseForEachRef,
+  parseLsTree,
+} from "./git-output.ts";
+import { GitRunner, type GitRunnerOptions } from "./git-runner.ts";
+
+export interface LocalGitOptions extends GitRunnerOptions {
+  /** Largest tree listing (`ls-tree` output) accepted, bytes; more -> `too_large`. Default 16 MiB. */
+  maxListBytes?: number;
+}
+
+// Small answers (refs, batch-check lines) have a small bound.
+const SMALL_OUTPUT = 64 * 1024;
+
+export class LocalGitRepositories implements RepositoryReader {
+  readonly #git: GitRunner;
+  readonly #maxListBytes: number;
+
+  constructor(opts: LocalGitOptions = {}) {
+    this.#git = new GitRunner(opts);
+    this.#maxListBytes = opts.maxListBytes ?? 16 * 1024 * 1024;
+  }
+
+  async resolveRef(
+    location: RepositoryLocation,
+    ref: RefSelector,
+    ctx: RepositoryCallContext,
+  ): Promise<string | undefined> {
+    const repo = localPath(location);
+    if ("commit" in ref) {
+      const id = checkCommitId(ref.commit);
+      const [object] = await this.#batchCheck(repo, [id], ctx);
+      if (!object!.found) return undefined;
+      if (object!.type !== "commit") throw notACommit(repo, `object ${id}`, object!.type);
+      return id;
+    }
+    if ("branch" in ref)
+      return this.#resolveExact(repo, `refs/heads/${checkRefName("branch", ref.branch)}`, ctx);
+    if ("tag" in ref) return this.#resolveExact(repo, `refs/tags/${checkRefName("tag", ref.tag)}`, ctx);
+    // The default branch is where HEAD points; a detached HEAD (a bare mirror) is its own commit.
+    const head = await this.#git.run({
+      repo,
+      args: ["symbolic-ref", "-q", "HEAD"],
+      maxBytes: SMALL_OUTPUT,
+      okExitCodes: [1],
+      signal: ctx.signal,
+    });
+    if (head.exitCode === 0) return this.#resolveExact(repo, head.stdout.toString("utf8").trim(), ctx);
+    const [object] = await this.#batchCheck(repo, ["HEAD^{commit}"], ctx);
+    return object!.found ? object!.oid : undefined;
+  }
+
+  async readFile(
+    location: RepositoryLocation,
+    commitId: string,
+    path: string,
+    maxBytes: number,
+    ctx: RepositoryCallContext,
+  ): Promise<Buffer | undefined> {
+    const repo = localPath(location);
+    const commit = checkCommitId(commitId);
+    const file = checkTreePath(path, "file");
+    const entry = await this.#entryAt(repo, commit, file, ctx);
+    if (!entry.found || entry.type !== "blob") return undefined;
+    // The size comes from the object header: an oversized file is refused without reading it.
+    if (entry.size > maxBytes) {
+      throw new RepositoryError("too_large", `${file} at ${commit} is ${entry.size} bytes, over ${maxBytes}`);
+    }
+    const { stdout } = await this.#git.run({
+      repo,
+      args: ["cat-file", "blob", entry.oid],
+      maxBytes: Math.max(1, entry.size),
+      signal: ctx.signal,
+    });
+    if (stdout.length !== entry.size) {
+      throw new RepositoryError(
+        "failed",
+        `${file} at ${commit}: read ${stdout.length} of ${entry.size} bytes`,
+      );
+    }
+    return stdout;
+  }
+
+  async listFiles(
+    location: RepositoryLocation,
+    commitId: string,
+    dir: string,
+    ctx: RepositoryCallContext,
+  ): Promise<TreeFile[]> {
+    const repo = localPath(location);
+    const commit = checkCommitId(commitId);
+    const prefix = checkTreePath(dir, "dir");
+    const tree = await this.#entryAt(repo, commit, prefix, ctx);
+    if (!tree.found || tree.type !== "tree") return [];
+    const { stdout } = await this.#git.run({
+      repo,
+      args: ["ls-tree", "-r", "-z", "--full-tree", tree.oid],
+      maxBytes: this.#maxListBytes,
+      signal: ctx.signal,
+    });
+    return parsed(repo, () => parseLsTree(stdout))
+      .filter((e) => e.type === "blob")
+      .map((e) => ({ path: prefix === "" ? e.path : `${prefix}/${e.path}`, oid: e.oid }));
+  }
+
+  async close(): Promise<void> {}
+
+  /** The object at `path` in `commit` (the root tree for ""); a missing commit is an error, not a missing file. */
+  async #entryAt(repo: string, commit: string, path: string, ctx: RepositoryCallContext) {
+    const [c, entry] = await this.#batchCheck(repo, [`${commit}^{commit}`, `${commit}:${path}`], ctx);
+    if (!c!.found) throw new RepositoryError("failed", `no commit ${commit} in ${repo}`);
+    return entry!;
+  }
+
+  /** The commit the exact ref `refname` points at (annotated tags peeled), or undefined. */
+  async #resolveExact(
+    repo: string,
+    refname: string,
+    ctx: RepositoryCallContext,
+  ): Promise<string | undefined> {
+    // for-each-ref also matches refs below `refname/`: only the exact name counts.
+    const { stdout } = await this.#git.run({
+      repo,
+      args: ["for-each-ref", `--format=${FOR_EACH_REF_FORMAT}`, "--end-of-options", refname],
+      maxBytes: SMALL_OUTPUT,
+      signal: ctx.signal,
+    });
+    const record = parsed(repo, () => parseForEachRef(stdout.toString("utf8"))).find(
+      (r) => r.refname === refname,
+    );
+    if (!record) return undefined;
+    const target = record.peeled ?? record;
+    if (target.type === "commit") return target.oid;
+    if (target.type !== "tag") throw notACommit(repo, refname, target.type);
+    // A tag of a tag: for-each-ref peels one level, cat-file all of them.
+    const [object] = await this.#batchCheck(repo, [`${target.oid}^{commit}`], ctx);
+    if (!object!.found) throw notACommit(repo, refname, "tag");
+    return object!.oid;
+  }
+
+  async #batchCheck(repo: string, inputs: string[], ctx: RepositoryCallContext): Promise<BatchCheckResult[]> {
+    const { stdout } = await this.#git.run({
+      repo,
+      args: ["cat-file", "--batch-check"],
+      input: inputs.map((i) => `${i}\n`).join(""),
+      maxBytes: SMALL_OUTPUT,
+      signal: ctx.signal,
+    });
+    return parsed(repo, () => parseBatchCheck(stdout.toString("utf8"), inputs));
+  }
+}
+
+function localPath(location: RepositoryLocation): string {
+  if (location.backend !== "local") {
+    throw new RepositoryError("failed", `the local git backend cannot read a ${location.backend} location`);
+  }
+  return location.path;
+}
+
+function notACommit(repo: string, what: string, type: string): RepositoryError {
+  return new RepositoryError("failed", `${what} in ${repo} points at a ${type}, not a commit`);
+}
+
+function parsed<T>(repo: string, parse: () => T): T {
+  try {
+    return parse();
+  } catch (err) {
+    if (err instanceof GitOutputError)
+      throw new RepositoryError("failed", `${repo}: ${err.message}`, { cause: err });
+    throw err;
+  }
+}

@@ -1,0 +1,377 @@
+// The local-git backend against real repositories made by the test (bare and not).
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LocalGitRepositories } from "../../../cmd/kas/repositories/local-git.ts";
+import type {
+  RepositoryErrorCode,
+  RepositoryLocation,
+  RepositoryReader,
+} from "../../../modules/runtime/repositories.ts";
+import { GitRepo } from "../../support/local-git-repo.ts";
+
+const ctx = { agentId: "1" };
+const local = (path: string): RepositoryLocation => ({ backend: "local", path });
+
+/** Asserts `promise` rejects with a RepositoryError of `code` whose message matches `message`. */
+async function rejectsWith(promise: Promise<unknown>, code: RepositoryErrorCode, message?: RegExp | string) {
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err, "expected a rejection").toBeInstanceOf(Error);
+  expect((err as Error).name).toBe("RepositoryError");
+  expect({ code: (err as { code: string }).code, message: (err as Error).message }).toMatchObject({
+    code,
+    ...(message === undefined ? {} : { message: expect.stringMatching(message) }),
+  });
+}
+
+describe.each([
+  { bare: false, initialBranch: "main" },
+  { bare: true, initialBranch: "trunk" },
+])("local git repositories (bare: $bare)", ({ bare, initialBranch }) => {
+  let repo: GitRepo;
+  let reader: RepositoryReader;
+  let loc: RepositoryLocation;
+  let first: string;
+  let second: string;
+  let feature: string;
+
+  beforeAll(async () => {
+    repo = await GitRepo.init({ bare, initialBranch });
+    loc = local(repo.path);
+    reader = new LocalGitRepositories();
+    first = await repo.commit({ "README.md": "v1" });
+    second = await repo.commit({
+      "README.md": "v2",
+      ".gitlab/agents/a1/config.yaml": "gitops: {}\n",
+      "manifests/app/deploy.yaml": "kind: Deployment\n",
+      "manifests/app/svc.yaml": "kind: Service\n",
+      "manifests/ns.yaml": "kind: Namespace\n",
+      "bin.dat": Buffer.from([0, 1, 2, 255, 0]),
+      "with space/and ünïcode.yaml": "x: 1\n",
+    });
+    feature = await repo.commit({ "README.md": "feature" }, { branch: "feature/x" });
+  });
+  afterAll(async () => {
+    await reader.close();
+    await repo.remove();
+  });
+
+  describe("resolveRef", () => {
+    it("{} is the default branch (where HEAD points)", async () => {
+      expect(await reader.resolveRef(loc, {}, ctx)).toBe(second);
+    });
+
+    it("{branch}: exact names only; a missing branch is undefined", async () => {
+      expect(await reader.resolveRef(loc, { branch: initialBranch }, ctx)).toBe(second);
+      expect(await reader.resolveRef(loc, { branch: "feature/x" }, ctx)).toBe(feature);
+      // for-each-ref would match refs/heads/feature/x for "feature": not a branch of that name.
+      expect(await reader.resolveRef(loc, { branch: "feature" }, ctx)).toBeUndefined();
+      expect(await reader.resolveRef(loc, { branch: "nope" }, ctx)).toBeUndefined();
+    });
+
+    it("{tag}: lightweight, annotated and tag-of-tag all resolve to the commit", async () => {
+      await repo.tag("light", first);
+      const annotated = await repo.tag("v1.0", second, "release");
+      expect(annotated).not.toBe(second);
+      await repo.tag("v1.0-again", "v1.0", "a tag of a tag");
+      expect(await reader.resolveRef(loc, { tag: "light" }, ctx)).toBe(first);
+      expect(await reader.resolveRef(loc, { tag: "v1.0" }, ctx)).toBe(second);
+      expect(await reader.resolveRef(loc, { tag: "v1.0-again" }, ctx)).toBe(second);
+      expect(await reader.resolveRef(loc, { tag: "v9" }, ctx)).toBeUndefined();
+      // A branch is not a tag and the other way round.
+      expect(await reader.resolveRef(loc, { tag: initialBranch }, ctx)).toBeUndefined();
+      expect(await reader.resolveRef(loc, { branch: "light" }, ctx)).toBeUndefined();
+    });
+
+    it("{tag} pointing at a tree is an error that says so", async () => {
+      const tree = await repo.git(["rev-parse", `${second}^{tree}`]);
+      await repo.tag("tree-tag", tree, "a tree");
+      await rejectsWith(
+        reader.resolveRef(loc, { tag: "tree-tag" }, ctx),
+        "failed",
+        /points at a tree, not a commit/,
+      );
+    });
+
+    it("{commit}: a full id that exists (any case), else undefined; not a commit -> error", async () => {
+      expect(await reader.resolveRef(loc, { commit: first }, ctx)).toBe(first);
+      expect(await reader.resolveRef(loc, { commit: first.toUpperCase() }, ctx)).toBe(first);
+      expect(await reader.resolveRef(loc, { commit: "0".repeat(40) }, ctx)).toBeUndefined();
+      const tree = await repo.git(["rev-parse", `${second}^{tree}`]);
+      await rejectsWith(reader.resolveRef(loc, { commit: tree }, ctx), "failed", /points at a tree/);
+      await rejectsWith(reader.resolveRef(loc, { commit: first.slice(0, 12) }, ctx), "failed", /full hex/);
+      await rejectsWith(reader.resolveRef(loc, { commit: "HEAD" }, ctx), "failed", /invalid commit id/);
+    });
+
+    it.each([
+      ["--upload-pack=evil"],
+      ["-x"],
+      ["a..b"],
+      ["../main"],
+      ["main^{tree}"],
+      ["main:README.md"],
+      ["a b"],
+      ["a\nb"],
+      ["HEAD"],
+      ["@"],
+      ["x@{1}"],
+      ["a/.hidden"],
+      ["x.lock"],
+      ["/abs"],
+      ["trailing/"],
+      ["star*"],
+      [""],
+    ])("refuses the branch/tag name %j with a clear error (never passed to git)", async (name) => {
+      await rejectsWith(reader.resolveRef(loc, { branch: name }, ctx), "failed", /^invalid branch name/);
+      await rejectsWith(reader.resolveRef(loc, { tag: name }, ctx), "failed", /^invalid tag name/);
+    });
+  });
+
+  describe("readFile", () => {
+    it("returns the content at that commit (binary-safe, any UTF-8 path)", async () => {
+      expect((await reader.readFile(loc, first, "README.md", 100, ctx))?.toString()).toBe("v1");
+      expect((await reader.readFile(loc, second, "README.md", 100, ctx))?.toString()).toBe("v2");
+      expect(await reader.readFile(loc, second, ".gitlab/agents/a1/config.yaml", 100, ctx)).toEqual(
+        Buffer.from("gitops: {}\n"),
+      );
+      expect(await reader.readFile(loc, second, "bin.dat", 5, ctx)).toEqual(Buffer.from([0, 1, 2, 255, 0]));
+      expect((await reader.readFile(loc, second, "with space/and ünïcode.yaml", 100, ctx))?.toString()).toBe(
+        "x: 1\n",
+      );
+    });
+
+    it("undefined for a missing file, or a directory", async () => {
+      expect(await reader.readFile(loc, first, ".gitlab/agents/a1/config.yaml", 100, ctx)).toBeUndefined();
+      expect(await reader.readFile(loc, second, "manifests", 100, ctx)).toBeUndefined();
+      expect(await reader.readFile(loc, second, "README.md/x", 100, ctx)).toBeUndefined();
+    });
+
+    it("a file of exactly maxBytes is read; one byte over is too_large", async () => {
+      const size = 100_000;
+      const big = await repo.commit(
+        { "exact.bin": Buffer.alloc(size, 7), "over.bin": Buffer.alloc(size + 1, 7) },
+        {
+          branch: "big",
+        },
+      );
+      expect((await reader.readFile(loc, big, "exact.bin", size, ctx))?.length).toBe(size);
+      await rejectsWith(
+        reader.readFile(loc, big, "over.bin", size, ctx),
+        "too_large",
+        /100001 bytes, over 100000/,
+      );
+      await rejectsWith(reader.readFile(loc, big, "exact.bin", size - 1, ctx), "too_large");
+      expect(await reader.readFile(loc, second, "README.md", 2, ctx)).toEqual(Buffer.from("v2"));
+      await rejectsWith(reader.readFile(loc, second, "README.md", 1, ctx), "too_large");
+    });
+
+    it("a commit that does not exist is an error, not a missing file", async () => {
+      await rejectsWith(
+        reader.readFile(loc, "1".repeat(40), "README.md", 100, ctx),
+        "failed",
+        /no commit 1{40}/,
+      );
+    });
+
+    it.each([["../README.md"], ["./README.md"], ["/README.md"], ["a//b"], [""], ["a\nb"], ["a\0b"]])(
+      "refuses the path %j",
+      async (path) => {
+        await rejectsWith(reader.readFile(loc, second, path, 100, ctx), "failed", /^invalid file path/);
+      },
+    );
+
+    it("refuses a commit id that is not a full hex id", async () => {
+      await rejectsWith(reader.readFile(loc, "--output=/tmp/x", "README.md", 100, ctx), "failed", /full hex/);
+    });
+  });
+
+  describe("listFiles", () => {
+    const blobId = (rev: string) => repo.git(["rev-parse", rev]);
+
+    it("every blob under the root, recursively, with object ids", async () => {
+      const files = await reader.listFiles(loc, second, "", ctx);
+      expect(files.map((f) => f.path).sort()).toEqual([
+        ".gitlab/agents/a1/config.yaml",
+        "README.md",
+        "bin.dat",
+        "manifests/app/deploy.yaml",
+        "manifests/app/svc.yaml",
+        "manifests/ns.yaml",
+        "with space/and ünïcode.yaml",
+      ]);
+      for (const f of files) expect(f.oid).toBe(await blobId(`${second}:${f.path}`));
+    });
+
+    it("a sub-directory: paths stay relative to the root (trailing slash allowed)", async () => {
+      const want = ["manifests/app/deploy.yaml", "manifests/app/svc.yaml", "manifests/ns.yaml"];
+      expect((await reader.listFiles(loc, second, "manifests", ctx)).map((f) => f.path).sort()).toEqual(want);
+      expect((await reader.listFiles(loc, second, "manifests/", ctx)).map((f) => f.path).sort()).toEqual(
+        want,
+      );
+      expect((await reader.listFiles(loc, second, "manifests/app", ctx)).map((f) => f.path).sort()).toEqual(
+        want.slice(0, 2),
+      );
+    });
+
+    it("[] for a missing directory, or a file", async () => {
+      expect(await reader.listFiles(loc, first, "manifests", ctx)).toEqual([]);
+      expect(await reader.listFiles(loc, second, "README.md", ctx)).toEqual([]);
+    });
+
+    it("a commit that does not exist is an error; bad paths are refused", async () => {
+      await rejectsWith(reader.listFiles(loc, "2".repeat(40), "", ctx), "failed", /no commit/);
+      await rejectsWith(reader.listFiles(loc, second, "../x", ctx), "failed", /^invalid dir path/);
+    });
+
+    it("a listing over maxListBytes is too_large", async () => {
+      const small = new LocalGitRepositories({ maxListBytes: 200 });
+      await rejectsWith(small.listFiles(loc, second, "", ctx), "too_large", /output over 200 bytes/);
+      expect(await small.listFiles(loc, second, "manifests/app", ctx)).toHaveLength(2);
+    });
+  });
+});
+
+describe("local git: repository states and failures", () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "local-git-"));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+  const reader = new LocalGitRepositories();
+
+  it("an empty repository (unborn HEAD): every ref is undefined", async () => {
+    for (const bare of [false, true]) {
+      const repo = await GitRepo.init({ bare });
+      try {
+        expect(await reader.resolveRef(local(repo.path), {}, ctx)).toBeUndefined();
+        expect(await reader.resolveRef(local(repo.path), { branch: "main" }, ctx)).toBeUndefined();
+        expect(await reader.resolveRef(local(repo.path), { tag: "v1" }, ctx)).toBeUndefined();
+      } finally {
+        await repo.remove();
+      }
+    }
+  });
+
+  it("HEAD on a branch with no commits while others exist: undefined; detached HEAD: its commit", async () => {
+    const repo = await GitRepo.init({ bare: true });
+    try {
+      const c = await repo.commit({ a: "1" }, { branch: "other" });
+      expect(await reader.resolveRef(local(repo.path), {}, ctx)).toBeUndefined();
+      await repo.git(["update-ref", "--no-deref", "HEAD", c]);
+      expect(await reader.resolveRef(local(repo.path), {}, ctx)).toBe(c);
+    } finally {
+      await repo.remove();
+    }
+  });
+
+  it("a path that is not a repository is not_found, naming the path (no discovery of a parent repository)", async () => {
+    const plain = join(dir, "plain");
+    await mkdir(plain);
+    await rejectsWith(
+      reader.resolveRef(local(plain), {}, ctx),
+      "not_found",
+      `not a git repository: ${plain}`,
+    );
+    const missing = join(dir, "missing");
+    await rejectsWith(reader.resolveRef(local(missing), {}, ctx), "not_found", missing);
+    // A directory inside a work tree is not that repository.
+    const repo = await GitRepo.init();
+    try {
+      await repo.commit({ a: "1" });
+      const sub = join(repo.path, "sub");
+      await mkdir(sub);
+      await rejectsWith(reader.resolveRef(local(sub), {}, ctx), "not_found", sub);
+    } finally {
+      await repo.remove();
+    }
+  });
+
+  it("a Gitaly location is refused", async () => {
+    const gitaly: RepositoryLocation = {
+      backend: "gitaly",
+      gitaly: { address: "tcp://x:1", features: {} },
+      repository: { storageName: "s", relativePath: "r", glRepository: "g", glProjectPath: "p" },
+    };
+    await rejectsWith(reader.resolveRef(gitaly, {}, ctx), "failed", /cannot read a gitaly location/);
+  });
+
+  it("git missing is failed", async () => {
+    const noGit = new LocalGitRepositories({ gitBinary: join(dir, "no-such-git") });
+    await rejectsWith(noGit.resolveRef(local(dir), {}, ctx), "failed", /git executable not found/);
+  });
+
+  describe("with a slow git (a wrapper that logs, sleeps, then runs git)", () => {
+    let repo: GitRepo;
+    let slowGit: string;
+    let log: string;
+    beforeAll(async () => {
+      repo = await GitRepo.init();
+      await repo.commit({ a: "1" });
+      log = join(dir, "calls.log");
+      slowGit = join(dir, "slow-git");
+      await writeFile(
+        slowGit,
+        `#!/bin/sh\necho + >> "${log}"\nsleep "\${SLOW_GIT_SECONDS:-0.2}"\necho - >> "${log}"\nexec git "$@"\n`,
+      );
+      await chmod(slowGit, 0o755);
+    });
+    afterAll(async () => {
+      await repo.remove();
+    });
+
+    it("at most `concurrency` git processes run at once; every call completes", async () => {
+      await writeFile(log, "");
+      const limited = new LocalGitRepositories({ gitBinary: slowGit, concurrency: 2 });
+      const results = await Promise.all(
+        Array.from({ length: 6 }, () => limited.resolveRef(local(repo.path), { branch: "main" }, ctx)),
+      );
+      expect(new Set(results).size).toBe(1);
+      let depth = 0;
+      let max = 0;
+      for (const mark of (await readFile(log, "utf8")).split("\n").filter(Boolean)) {
+        depth += mark === "+" ? 1 : -1;
+        max = Math.max(max, depth);
+      }
+      expect(max).toBe(2);
+    });
+
+    it("an already-aborted signal, an abort mid-call, or an abort while queued: aborted", async () => {
+      const limited = new LocalGitRepositories({ gitBinary: slowGit, concurrency: 1 });
+      await rejectsWith(
+        limited.resolveRef(local(repo.path), {}, { agentId: "1", signal: AbortSignal.abort() }),
+        "aborted",
+      );
+      const ac = new AbortController();
+      const running = limited.resolveRef(
+        local(repo.path),
+        { branch: "main" },
+        { agentId: "1", signal: ac.signal },
+      );
+      const queued = limited.resolveRef(
+        local(repo.path),
+        { branch: "main" },
+        { agentId: "1", signal: ac.signal },
+      );
+      const unrelated = limited.resolveRef(local(repo.path), { branch: "main" }, ctx);
+      setTimeout(() => ac.abort(), 50);
+      await rejectsWith(running, "aborted", /abandoned/);
+      await rejectsWith(queued, "aborted", /waiting for a git process slot/);
+      // The queue moves on for other callers.
+      expect(await unrelated).toMatch(/^[0-9a-f]{40}$/);
+    });
+
+    it("a git process over the timeout is killed: aborted", async () => {
+      const hung = join(dir, "hung-git");
+      await writeFile(hung, "#!/bin/sh\nexec sleep 30\n");
+      await chmod(hung, 0o755);
+      const impatient = new LocalGitRepositories({ gitBinary: hung, timeoutMs: 100 });
+      await rejectsWith(impatient.resolveRef(local(repo.path), {}, ctx), "aborted", /timed out after 100 ms/);
+    });
+  });
+});
