@@ -57,6 +57,8 @@ interface Watch {
   again: boolean;
   /** The last poll failed to reach the repository (for the health detail). */
   failing: string | undefined;
+  /** The commit the last poll found ("" for none); undefined before the first. */
+  commit: string | undefined;
 }
 
 export class ConfigurationWatches {
@@ -111,6 +113,7 @@ export class ConfigurationWatches {
         agents: new Map(),
         timer: undefined,
         polling: undefined,
+        commit: undefined,
         again: false,
         failing: undefined,
       };
@@ -131,9 +134,14 @@ export class ConfigurationWatches {
     }
     entry.listeners.add(listener);
 
-    if (agentHas === "" && entry.readAt === undefined) void this.#poll(watch);
-    else if (fresh)
+    if (entry.readAt === undefined && watch.commit !== undefined) {
+      // The repository's commit is known (another agent's poll): this agent's file, at once.
+      void this.#refresh(watch, entry, watch.commit);
+    } else if (agentHas === "" && entry.readAt === undefined) {
+      void this.#poll(watch);
+    } else if (fresh) {
       this.#schedule(watch, Math.floor((this.#o.random ?? Math.random)() * this.#o.pollPeriodMs));
+    }
 
     const w = watch;
     const e = entry;
@@ -213,21 +221,28 @@ export class ConfigurationWatches {
       return;
     }
     watch.failing = undefined;
-    const checkedAt = new Date().toISOString();
+    watch.commit = commit;
     let changed = false;
     for (const entry of [...watch.agents.values()]) {
-      if (entry.readAt === commit) {
-        // Reached again: a repository problem is over; a refused file stays refused.
-        const { problem, ...state } = entry.state;
-        this.#publish(entry, { ...state, ...(problem?.kind === "invalid" && { problem }), checkedAt });
-        continue;
-      }
-      changed = true;
-      const state = await this.#read(watch, entry, commit, ctx.signal);
-      if (state === undefined) return; // the repository failed mid-way: the next poll retries
-      this.#publish(entry, { ...state, checkedAt });
+      if (entry.readAt !== commit) changed = true;
+      if (!(await this.#refresh(watch, entry, commit))) return; // the repository failed: the next poll retries
     }
     this.#o.metrics.polls.inc({ result: changed ? "changed" : "unchanged" });
+  }
+
+  /** Brings one agent's state to `commit` (reading its file if it moved); false if the repository failed. */
+  async #refresh(watch: Watch, entry: AgentEntry, commit: string): Promise<boolean> {
+    const checkedAt = new Date().toISOString();
+    if (entry.readAt === commit) {
+      // Reached again: a repository problem is over; a refused file stays refused.
+      const { problem, ...state } = entry.state;
+      this.#publish(entry, { ...state, ...(problem?.kind === "invalid" && { problem }), checkedAt });
+      return true;
+    }
+    const state = await this.#read(watch, entry, commit, this.#abort.signal);
+    if (state === undefined) return false;
+    this.#publish(entry, { ...state, checkedAt });
+    return true;
   }
 
   /** The agent's state after reading its file at `commit`; undefined if the repository failed. */
