@@ -1,9 +1,9 @@
 // The agent configuration module's section of kas's configuration: agent.configuration.
 import { z } from "zod";
-import { countSetting, durationSetting } from "../../../cmd/common/config/kinds.ts";
+import { countSetting, durationAtLeast } from "../../../cmd/common/config/kinds.ts";
 
 export const agentConfigurationKasSection = z.object({
-  pollPeriodMs: durationSetting({
+  pollPeriodMs: durationAtLeast("1s", "each poll is a call to Gitaly for every configuration project", {
     default: "300s",
     doc: "How often kas looks for a new commit in each agent's configuration project (one ref lookup per project; the file is read only when the commit moved). A push notification triggers a look at once.",
   }),
