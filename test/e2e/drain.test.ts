@@ -2,7 +2,8 @@
 // behind a real haproxy, one agentk (process) dialing haproxy. SIGTERM to the replica holding
 // the tunnel: agentk dials the replacement (through haproxy, to the other replica) before the old
 // tunnel drains, so the request in flight on the old tunnel completes and requests arriving at
-// the surviving replica keep succeeding throughout.
+// the surviving replica keep succeeding (one known gap at the end of the grace period is not
+// asserted: see "NOT asserted" below).
 import { createHash } from "node:crypto";
 import { once } from "node:events";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -205,6 +206,7 @@ describe("drain of a kas replica behind haproxy: nothing is lost", () => {
           receivedBytes += r.value.length;
         }
       })();
+      body.catch(() => {}); // awaited below; a cut response must not count as unhandled meanwhile
       await until(() => receivedBytes > 0, 5000, "the slow response's first bytes");
 
       // 3. SIGTERM to that replica.
