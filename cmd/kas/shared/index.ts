@@ -25,6 +25,11 @@ export async function openKasShared(config: KasConfig, log: Logger): Promise<Kas
   for (const client of [commands, subscriber]) {
     client.on("error", (err: Error) => log.debug({ err: err.message }, "redis (modules)"));
   }
+  // The clients are made with lazyConnect (as the router's): connect them, or every command fails
+  // ("Stream isn't writeable": no offline queue) and nothing is ever subscribed. They reconnect by
+  // themselves after a failed first attempt.
+  subscriber.connect().catch(() => {});
+  await commands.connect().catch(() => {});
   const keyPrefix = `${config.redis.keyPrefix}:`;
   return {
     broadcast: new RedisBroadcast(commands, subscriber, `${keyPrefix}broadcast:`),
