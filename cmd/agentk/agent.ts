@@ -67,7 +67,11 @@ function agentkModules(config: AgentkConfig, kasConnection: AgentkModuleFactory)
 
 export function createAgent(config: AgentkConfig, deps: AgentDeps): Agent {
   const { log, metrics, readiness } = deps;
-  const httpServices = createHttpServiceStreams<TunnelSession>({ log, metrics });
+  const httpServices = createHttpServiceStreams<TunnelSession>({
+    log,
+    metrics,
+    drainingOf: (session) => session.drainingSignal,
+  });
   const client = new TunnelClient({
     url: config.kasAddress,
     dial: {

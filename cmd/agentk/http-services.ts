@@ -20,14 +20,19 @@ export interface HttpServiceStreams<Ctx> extends HttpServices {
   close(graceMs: number): Promise<void>;
 }
 
-export interface HttpServiceStreamsDeps {
+export interface HttpServiceStreamsDeps<Ctx> {
   log: Logger;
   metrics: Pick<AgentkMetrics, "streamHandlerErrors">;
+  /**
+   * When a stream's context (its tunnel) no longer takes work: its kept-alive HTTP connection then
+   * closes after the exchange under way, so kas's next request opens a stream on the new tunnel.
+   */
+  drainingOf?: (ctx: Ctx) => AbortSignal;
 }
 
 /** Serves the added services; refused streams are logged, streams whose handler failed are logged and counted. */
-export function createHttpServiceStreams<Ctx>(deps: HttpServiceStreamsDeps): HttpServiceStreams<Ctx> {
-  const { log, metrics } = deps;
+export function createHttpServiceStreams<Ctx>(deps: HttpServiceStreamsDeps<Ctx>): HttpServiceStreams<Ctx> {
+  const { log, metrics, drainingOf } = deps;
   const servers = new Map<string, { served: HttpStreamServer; forwarder: Forwarder }>();
   const unavailable = new Map<string, string>();
 
@@ -47,9 +52,11 @@ export function createHttpServiceStreams<Ctx>(deps: HttpServiceStreamsDeps): Htt
       metrics.streamHandlerErrors.inc({ service: header.service });
       log.error({ err, service: header.service }, "HTTP stream handler failed");
     },
-  }).register(Kind.KIND_HTTP, (stream, header) => servers.get(header.service)!.served.handle(stream), {
-    admit,
-  });
+  }).register(
+    Kind.KIND_HTTP,
+    (stream, header, ctx) => servers.get(header.service)!.served.handle(stream, undefined, drainingOf?.(ctx)),
+    { admit },
+  );
 
   return {
     dispatcher,

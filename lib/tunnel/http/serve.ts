@@ -6,8 +6,14 @@ import { asSocket, type SocketLike, type StreamPeer } from "./socket-shim.ts";
 export interface HttpStreamServer {
   /** The node:http server the streams are fed into; add 'upgrade' / 'connect' listeners here. */
   readonly server: Server;
-  /** Serves HTTP/1.1 on one accepted stream; `peer` becomes `req.socket.remoteAddress` & co. */
-  handle(stream: Duplex, peer?: StreamPeer): void;
+  /**
+   * Serves HTTP/1.1 on one accepted stream; `peer` becomes `req.socket.remoteAddress` & co. Once
+   * `until` aborts (e.g. its tunnel is draining), every response on the connection says
+   * `Connection: close` (the one under way too, if its headers are not out yet), so a client that
+   * keeps connections alive opens its next one elsewhere instead of riding the old tunnel to its
+   * end; an idle connection is left to the client (closing it could race its next request).
+   */
+  handle(stream: Duplex, peer?: StreamPeer, until?: AbortSignal): void;
   /**
    * Stops taking streams, closes idle connections, lets in-flight requests finish (their
    * responses say `Connection: close` when headers are not out yet) and resolves once every
@@ -29,6 +35,11 @@ interface ServedSocket extends Duplex, SocketLike {
 export function serveHttp(handlerOrServer: RequestListener | Server): HttpStreamServer {
   const server = handlerOrServer instanceof Server ? handlerOrServer : createServer(handlerOrServer);
   const streams = new Set<ServedSocket>();
+  /** Connections whose `until` aborted: every response on them says `Connection: close`. */
+  const leaving = new WeakSet<Duplex>();
+  server.prependListener("request", (req, res) => {
+    if (leaving.has(req.socket)) res.shouldKeepAlive = false;
+  });
   let closing = false;
   let drained: (() => void) | undefined;
 
@@ -52,7 +63,7 @@ export function serveHttp(handlerOrServer: RequestListener | Server): HttpStream
 
   return {
     server,
-    handle(stream, peer) {
+    handle(stream, peer, until) {
       if (closing) {
         stream.destroy();
         return;
@@ -62,6 +73,21 @@ export function serveHttp(handlerOrServer: RequestListener | Server): HttpStream
       streams.add(socket);
       socket.once("close", () => forget(socket));
       server.emit("connection", socket);
+      if (until) {
+        const leave = () => {
+          // Not closed while idle: the client may be sending its next request at that moment,
+          // and would see the connection close under it. That request is answered, with
+          // `Connection: close`, and so is the one under way if its headers are not out yet.
+          leaving.add(socket);
+          const res = socket._httpMessage;
+          if (res && !res.headersSent) res.shouldKeepAlive = false;
+        };
+        if (until.aborted) leave();
+        else {
+          until.addEventListener("abort", leave, { once: true });
+          socket.once("close", () => until.removeEventListener("abort", leave));
+        }
+      }
     },
     close(graceMs = DEFAULT_GRACE_MS) {
       closing = true;

@@ -43,6 +43,7 @@ export class TunnelSession<I = undefined> extends EventEmitter<TunnelSessionEven
   #closeError: Error | undefined;
   #closed = false;
   #drainingEmitted = false;
+  #drainingSignal: AbortController | undefined;
 
   constructor(transport: TransportConnection<I>, role: "client" | "server", options: TunnelOptions = {}) {
     super();
@@ -79,6 +80,29 @@ export class TunnelSession<I = undefined> extends EventEmitter<TunnelSessionEven
   /** True once either end has sent GoAway: the tunnel takes no new streams. */
   get draining(): boolean {
     return this.#mux.goingAway;
+  }
+
+  /**
+   * Aborts once the tunnel drains (GoAway either way) or closes: what is bound to this tunnel (a
+   * kept-alive HTTP connection, a long stream) should wind down and go to its successor. Made on
+   * first use.
+   */
+  get drainingSignal(): AbortSignal {
+    if (!this.#drainingSignal) {
+      const controller = new AbortController();
+      this.#drainingSignal = controller;
+      if (this.draining || this.#closed) controller.abort();
+      else {
+        const abort = () => {
+          this.off("draining", abort);
+          this.off("close", abort);
+          controller.abort();
+        };
+        this.on("draining", abort);
+        this.on("close", abort);
+      }
+    }
+    return this.#drainingSignal.signal;
   }
 
   get stats(): TunnelStats {
