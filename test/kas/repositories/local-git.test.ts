@@ -9,7 +9,7 @@ import type {
   RepositoryLocation,
   RepositoryReader,
 } from "../../../modules/runtime/repositories.ts";
-import { GitRepo } from "../../support/local-git-repo.ts";
+import { GitRepo } from "../../support/git-repo.ts";
 
 const ctx = { agentId: "1" };
 const local = (path: string): RepositoryLocation => ({ backend: "local", path });
