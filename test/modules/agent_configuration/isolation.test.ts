@@ -19,7 +19,7 @@ import {
 import { OTHER_TOKEN, TOKEN } from "../../kas/support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "../../kas/support/in-process.ts";
 import { type InProcessAgentk, startInProcessAgentk } from "../../support/agentk-in-process.ts";
-import { GitRepo } from "../../support/local-git-repo.ts";
+import { GitRepo } from "../../support/git-repo.ts";
 import { until } from "../../support/until.ts";
 import { pushTo, tokenLine } from "./helpers.ts";
 

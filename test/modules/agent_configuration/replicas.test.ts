@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { TOKEN } from "../../kas/support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "../../kas/support/in-process.ts";
 import { type InProcessAgentk, startInProcessAgentk } from "../../support/agentk-in-process.ts";
-import { GitRepo } from "../../support/local-git-repo.ts";
+import { GitRepo } from "../../support/git-repo.ts";
 import { RedisServer } from "../../support/redis-server.ts";
 import { until } from "../../support/until.ts";
 import { metricsOf, metricValue, pushTo, shown, tokenLine } from "./helpers.ts";

@@ -9,7 +9,7 @@ import { createConfigurationMetrics } from "../../../modules/agent_configuration
 import type { AgentConfigurationState } from "../../../modules/agent_configuration/kas/state.ts";
 import { ConfigurationWatches } from "../../../modules/agent_configuration/kas/watches.ts";
 import type { AgentInfo, RepositoryReader } from "../../../modules/runtime/index.ts";
-import { GitRepo } from "../../support/local-git-repo.ts";
+import { GitRepo } from "../../support/git-repo.ts";
 import { until } from "../../support/until.ts";
 
 /** The real local-git reader, counting calls by method. */
