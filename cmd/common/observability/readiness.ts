@@ -2,6 +2,7 @@
  * A readiness check: resolves when ready, throws (with a reason) when not. A string it returns is a
  * detail of a ready replica (something is degraded, but taking the replica out would not help).
  */
+// biome-ignore lint/suspicious/noConfusingVoidType: checks that only throw are written as void functions
 export type ReadinessCheck = (signal: AbortSignal) => void | string | Promise<void | string>;
 
 export interface CheckResult {

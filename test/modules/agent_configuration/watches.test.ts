@@ -16,9 +16,18 @@ import { until } from "../../support/until.ts";
 function counting(inner: RepositoryReader) {
   const calls = { resolveRef: 0, readFile: 0, listFiles: 0 };
   const reader: RepositoryReader = {
-    resolveRef: (...a) => (calls.resolveRef++, inner.resolveRef(...a)),
-    readFile: (...a) => (calls.readFile++, inner.readFile(...a)),
-    listFiles: (...a) => (calls.listFiles++, inner.listFiles(...a)),
+    resolveRef: (...a) => {
+      calls.resolveRef++;
+      return inner.resolveRef(...a);
+    },
+    readFile: (...a) => {
+      calls.readFile++;
+      return inner.readFile(...a);
+    },
+    listFiles: (...a) => {
+      calls.listFiles++;
+      return inner.listFiles(...a);
+    },
     close: () => inner.close(),
   };
   return { reader, calls };
