@@ -1,12 +1,9 @@
 // The limits kas keeps toward Gitaly, their defaults, and how a token bucket (refill rate + bucket
 // size, as GitLab's kas configures `gitaly.global_api_rate_limit` / `per_server_api_rate_limit`) is
-// expressed with rate-limiter-flexible, whose limiters count points in fixed windows.
-import {
-  BurstyRateLimiter,
-  type RateLimiterAbstract,
-  RateLimiterMemory,
-  RateLimiterRedis,
-} from "rate-limiter-flexible";
+// kept: exactly in process memory, and for the limits shared through Redis with rate-limiter-flexible,
+// whose limiters count points in fixed windows.
+import { BurstyRateLimiter, type RateLimiterAbstract, RateLimiterRedis } from "rate-limiter-flexible";
+import { TokenBucketLimiter } from "./token-bucket.ts";
 
 /** A token bucket: `ratePerSecond` tokens refilled per second, at most `burst` at once. */
 export interface RateLimitSpec {
@@ -37,7 +34,7 @@ export interface Windows {
 }
 
 /**
- * Token bucket -> BurstyRateLimiter's two fixed windows:
+ * Token bucket -> BurstyRateLimiter's two fixed windows (the Redis limits):
  * - rate: `ratePerSecond * W` points per W seconds, W the smallest whole number of seconds (up to
  *   60) that makes the points whole (1 s for whole rates; 0.5/s -> 1 point per 2 s);
  * - burst: the rest of the bucket (`burst - rate points`) per `ceil(burst / ratePerSecond)`
@@ -76,23 +73,23 @@ export type LimiterStore =
   | { readonly redis: unknown; readonly timeoutMs: number };
 
 /**
- * A limiter for `spec`, in process memory or in Redis (ioredis: the library drives it with a Lua
- * script defined on the client; `useRedisPackage` is for the `redis` package and stays off).
+ * A limiter for `spec`: an exact token bucket in process memory, or fixed windows in Redis
+ * (ioredis: the library drives it with a Lua script defined on the client; `useRedisPackage` is
+ * for the `redis` package and stays off).
  */
 export function createLimiter(spec: RateLimitSpec, store: LimiterStore, keyPrefix: string): PointLimiter {
+  if ("memory" in store) return new TokenBucketLimiter(spec);
   const windows = toWindows(spec);
   const make = (points: number, duration: number, prefix: string): RateLimiterAbstract => {
     const opts = { points, duration, keyPrefix: prefix };
-    return "memory" in store
-      ? new RateLimiterMemory(opts)
-      : // Not ready (reconnecting) -> fail at once rather than sit in ioredis's offline queue.
-        new RateLimiterRedis({ ...opts, storeClient: store.redis, rejectIfRedisNotReady: true });
+    // Not ready (reconnecting) -> fail at once rather than sit in ioredis's offline queue.
+    return new RateLimiterRedis({ ...opts, storeClient: store.redis, rejectIfRedisNotReady: true });
   };
   const rate = make(windows.rate.points, windows.rate.durationSec, keyPrefix);
   const limiter = windows.burst
     ? new BurstyRateLimiter(rate, make(windows.burst.points, windows.burst.durationSec, `${keyPrefix}:burst`))
     : rate;
-  return "memory" in store ? limiter : withTimeout(limiter, store.timeoutMs);
+  return withTimeout(limiter, store.timeoutMs);
 }
 
 // A Redis that accepts connections but does not answer must not hold calls: past the bound the

@@ -57,6 +57,8 @@ interface Watch {
   again: boolean;
   /** The last poll failed to reach the repository (for the health detail). */
   failing: string | undefined;
+  /** Polls in a row that failed: the next one comes sooner than the period, backing off. */
+  failures: number;
   /** The commit the last poll found ("" for none); undefined before the first. */
   commit: string | undefined;
 }
@@ -116,6 +118,7 @@ export class ConfigurationWatches {
         commit: undefined,
         again: false,
         failing: undefined,
+        failures: 0,
       };
       this.#watches.set(key, watch);
       this.#o.metrics.watches.set(this.#watches.size);
@@ -180,6 +183,16 @@ export class ConfigurationWatches {
     this.#watches.clear();
   }
 
+  /**
+   * The period; after a failed poll sooner (1 s, 2 s, 4 s … up to the period, with jitter), so a
+   * change pushed while Gitaly was away arrives soon after it is back.
+   */
+  #nextPollIn(watch: Watch): number {
+    if (watch.failures === 0) return this.#o.pollPeriodMs;
+    const backoff = 1000 * 2 ** Math.min(watch.failures - 1, 16);
+    return Math.min(this.#o.pollPeriodMs, backoff * (0.75 + (this.#o.random ?? Math.random)() * 0.5));
+  }
+
   #schedule(watch: Watch, delayMs: number): void {
     clearTimeout(watch.timer);
     if (this.#abort.signal.aborted) return;
@@ -202,7 +215,7 @@ export class ConfigurationWatches {
       } while (watch.again && this.#watches.get(watch.key) === watch && !this.#abort.signal.aborted);
     })().finally(() => {
       watch.polling = undefined;
-      if (this.#watches.get(watch.key) === watch) this.#schedule(watch, this.#o.pollPeriodMs);
+      if (this.#watches.get(watch.key) === watch) this.#schedule(watch, this.#nextPollIn(watch));
     });
     return watch.polling;
   }
@@ -221,6 +234,7 @@ export class ConfigurationWatches {
       return;
     }
     watch.failing = undefined;
+    watch.failures = 0;
     watch.commit = commit;
     let changed = false;
     for (const entry of [...watch.agents.values()]) {
@@ -310,6 +324,7 @@ export class ConfigurationWatches {
       );
     }
     watch.failing = message;
+    watch.failures++;
     const problem: ConfigurationProblem = { kind: "repository", message, at: new Date().toISOString() };
     for (const entry of watch.agents.values()) this.#publish(entry, { ...entry.state, problem });
   }

@@ -165,6 +165,25 @@ describe("configuration watches", () => {
     repo = await GitRepo.init(); // for afterEach
   });
 
+  test("after a failed poll the next comes soon (1 s, then 2 s, …), not a period later", async () => {
+    const gone = await GitRepo.init();
+    await gone.remove(); // a repository that is not there: every poll fails
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    make(3_600_000, () => 0.5);
+    follow(agent(1, "a", gone));
+    await until(async () => (await failures()) === 1, 10_000, "first failure");
+    expect(calls.resolveRef).toBe(1);
+    await vi.advanceTimersByTimeAsync(990);
+    expect(calls.resolveRef).toBe(1);
+    await vi.advanceTimersByTimeAsync(20);
+    await until(() => calls.resolveRef === 2, 10_000, "retry after 1 s");
+    await until(async () => (await failures()) === 2, 10_000, "second failure");
+    await vi.advanceTimersByTimeAsync(1_900);
+    expect(calls.resolveRef).toBe(2);
+    await vi.advanceTimersByTimeAsync(200);
+    await until(() => calls.resolveRef === 3, 10_000, "retry after 2 s");
+  });
+
   test("a project without the agent's file, or without commits, is the empty configuration", async () => {
     make(3_600_000);
     follow(agent(1, "a", repo));
@@ -175,6 +194,11 @@ describe("configuration watches", () => {
     expect(states.get("1")?.problem).toBeUndefined();
     expect(states.get("1")?.configuration.gitops).toBeUndefined();
   });
+
+  async function failures(): Promise<number> {
+    const text = await registry.getSingleMetricAsString("kas_agent_configuration_repository_errors_total");
+    return Number(/\} (\d+)/.exec(text)?.[1] ?? 0);
+  }
 
   async function pollsWith(result: string): Promise<number> {
     const text = await registry.getSingleMetricAsString("kas_agent_configuration_polls_total");
