@@ -1,6 +1,7 @@
 // Polling agents' configuration projects. One watch per repository, shared by every agent whose
 // configuration lives there: each poll is one cheap ref lookup, and an agent's file is read only
 // when the commit moved. A push notification polls at once; polling stays the fallback.
+import { setMaxListeners } from "node:events";
 import type { Logger } from "../../../cmd/common/observability/index.ts";
 import {
   type AgentInfo,
@@ -29,6 +30,11 @@ export interface WatchesOptions {
   onState?: (state: AgentConfigurationState) => void;
   /** For tests: where a new watch's first poll falls in the period when its agent already has a configuration. */
   random?: () => number;
+  /**
+   * How long an agent's state outlives its last stream (default 60 s): an agent between two
+   * tunnels keeps its watch, its state on the API, and the pushes made meanwhile.
+   */
+  lingerMs?: number;
 }
 
 /** Which project a push was to: GitLab's project id, or its full path. */
@@ -39,28 +45,39 @@ export interface PushedProject {
 
 type Listener = (state: AgentConfigurationState) => void;
 
+/** What one read of an agent's file gave: a configuration, or a refusal. */
+type FileRead =
+  | { configuration: AgentConfiguration; refusal?: undefined }
+  | { configuration?: undefined; refusal: ConfigurationProblem };
+
 interface AgentEntry {
+  /** The newest of what the agent's tunnels said about it (a rotated Gitaly token included). */
   agent: AgentInfo;
   state: AgentConfigurationState;
+  /** The refusal of the file at `readAt`, kept apart so a repository problem cannot erase it. */
+  refusal: ConfigurationProblem | undefined;
   listeners: Set<Listener>;
   /** The commit whose file this agent's state reflects (read, or refused); undefined: not read. */
   readAt: string | undefined;
+  /** Set while nobody listens: the entry goes when it fires. */
+  linger: NodeJS.Timeout | undefined;
 }
 
 interface Watch {
   key: string;
+  /** From the newest subscriber: a rotated Gitaly token is used from the next poll on. */
   location: RepositoryLocation;
   agents: Map<string, AgentEntry>;
   timer: NodeJS.Timeout | undefined;
   polling: Promise<void> | undefined;
   /** A poll was asked for while one ran: run another right after it. */
   again: boolean;
-  /** The last poll failed to reach the repository (for the health detail). */
+  /** The commit the last poll found ("" for none); undefined before the first. */
+  commit: string | undefined;
+  /** Why the last poll failed (for the health detail); undefined when it succeeded. */
   failing: string | undefined;
   /** Polls in a row that failed: the next one comes sooner than the period, backing off. */
   failures: number;
-  /** The commit the last poll found ("" for none); undefined before the first. */
-  commit: string | undefined;
 }
 
 export class ConfigurationWatches {
@@ -70,6 +87,8 @@ export class ConfigurationWatches {
 
   constructor(options: WatchesOptions) {
     this.#o = options;
+    // Every repository call under way listens on it.
+    setMaxListeners(0, this.#abort.signal);
   }
 
   /** Repositories polled now. */
@@ -102,7 +121,11 @@ export class ConfigurationWatches {
     const location = agentRepository(agent);
     if (location === undefined) {
       // No project to read (e.g. a static token without a repository): the empty configuration.
-      listener({ agentId: agent.agentId, configuration: EMPTY_AGENT_CONFIGURATION, commitId: "" });
+      this.#deliver(listener, {
+        agentId: agent.agentId,
+        configuration: EMPTY_AGENT_CONFIGURATION,
+        commitId: "",
+      });
       return () => {};
     }
     const key = repositoryKey(location);
@@ -115,26 +138,32 @@ export class ConfigurationWatches {
         agents: new Map(),
         timer: undefined,
         polling: undefined,
-        commit: undefined,
         again: false,
+        commit: undefined,
         failing: undefined,
         failures: 0,
       };
       this.#watches.set(key, watch);
       this.#o.metrics.watches.set(this.#watches.size);
     }
+    watch.location = location;
     let entry = watch.agents.get(agent.agentName);
     if (!entry) {
       entry = {
         agent,
         state: { agentId: agent.agentId, configuration: EMPTY_AGENT_CONFIGURATION, commitId: undefined },
+        refusal: undefined,
         listeners: new Set(),
         readAt: undefined,
+        linger: undefined,
       };
       watch.agents.set(agent.agentName, entry);
     } else if (entry.state.commitId !== undefined) {
-      listener(entry.state);
+      this.#deliver(listener, entry.state);
     }
+    entry.agent = agent;
+    clearTimeout(entry.linger);
+    entry.linger = undefined;
     entry.listeners.add(listener);
 
     if (entry.readAt === undefined && watch.commit !== undefined) {
@@ -143,19 +172,15 @@ export class ConfigurationWatches {
     } else if (agentHas === "" && entry.readAt === undefined) {
       void this.#poll(watch);
     } else if (fresh) {
-      this.#schedule(watch, Math.floor((this.#o.random ?? Math.random)() * this.#o.pollPeriodMs));
+      this.#schedule(watch, Math.floor(this.#random() * this.#o.pollPeriodMs));
     }
 
     const w = watch;
     const e = entry;
     return () => {
       e.listeners.delete(listener);
-      if (e.listeners.size > 0) return;
-      w.agents.delete(agent.agentName);
-      if (w.agents.size > 0) return;
-      clearTimeout(w.timer);
-      this.#watches.delete(w.key);
-      this.#o.metrics.watches.set(this.#watches.size);
+      if (e.listeners.size > 0 || e.linger !== undefined) return;
+      e.linger = setTimeout(() => this.#forget(w, agent.agentName, e), this.#o.lingerMs ?? 60_000);
     };
   }
 
@@ -179,8 +204,24 @@ export class ConfigurationWatches {
   /** Stops polling; polls under way are abandoned. */
   close(): void {
     this.#abort.abort(new Error("kas is stopping"));
-    for (const w of this.#watches.values()) clearTimeout(w.timer);
+    for (const w of this.#watches.values()) {
+      clearTimeout(w.timer);
+      for (const e of w.agents.values()) clearTimeout(e.linger);
+    }
     this.#watches.clear();
+  }
+
+  #forget(watch: Watch, agentName: string, entry: AgentEntry): void {
+    if (watch.agents.get(agentName) !== entry) return;
+    watch.agents.delete(agentName);
+    if (watch.agents.size > 0 || this.#watches.get(watch.key) !== watch) return;
+    clearTimeout(watch.timer);
+    this.#watches.delete(watch.key);
+    this.#o.metrics.watches.set(this.#watches.size);
+  }
+
+  #random(): number {
+    return (this.#o.random ?? Math.random)();
   }
 
   /**
@@ -190,7 +231,7 @@ export class ConfigurationWatches {
   #nextPollIn(watch: Watch): number {
     if (watch.failures === 0) return this.#o.pollPeriodMs;
     const backoff = 1000 * 2 ** Math.min(watch.failures - 1, 16);
-    return Math.min(this.#o.pollPeriodMs, backoff * (0.75 + (this.#o.random ?? Math.random)() * 0.5));
+    return Math.min(this.#o.pollPeriodMs, backoff * (0.75 + this.#random() * 0.5));
   }
 
   #schedule(watch: Watch, delayMs: number): void {
@@ -223,95 +264,101 @@ export class ConfigurationWatches {
   async #pollOnce(watch: Watch): Promise<void> {
     const first = watch.agents.values().next().value;
     if (!first) return;
-    // Rate limits are kept per agent: the poll is charged to one of the agents it serves.
+    // Rate limits are kept per agent: the ref lookup is charged to one of the agents it serves.
     const ctx = { agentId: first.agent.agentId, signal: this.#abort.signal };
     let commit: string;
     try {
       commit = (await this.#o.repositories.resolveRef(watch.location, {}, ctx)) ?? "";
     } catch (err) {
-      if (this.#abort.signal.aborted) return;
-      this.#repositoryFailed(watch, err);
+      if (!this.#abort.signal.aborted) this.#repositoryFailed(watch, err);
+      return;
+    }
+    watch.commit = commit;
+    let changed = false;
+    let failure: unknown;
+    for (const entry of [...watch.agents.values()]) {
+      if (entry.readAt !== commit) changed = true;
+      // One agent's file failing to read does not hold up the others'.
+      const error = await this.#refresh(watch, entry, commit);
+      failure ??= error;
+    }
+    if (this.#abort.signal.aborted) return;
+    if (failure !== undefined) {
+      this.#repositoryFailed(watch, failure);
       return;
     }
     watch.failing = undefined;
     watch.failures = 0;
-    watch.commit = commit;
-    let changed = false;
-    for (const entry of [...watch.agents.values()]) {
-      if (entry.readAt !== commit) changed = true;
-      if (!(await this.#refresh(watch, entry, commit))) return; // the repository failed: the next poll retries
-    }
     this.#o.metrics.polls.inc({ result: changed ? "changed" : "unchanged" });
   }
 
-  /** Brings one agent's state to `commit` (reading its file if it moved); false if the repository failed. */
-  async #refresh(watch: Watch, entry: AgentEntry, commit: string): Promise<boolean> {
+  /**
+   * Brings one agent's state to `commit` (reading its file if it moved). Returns the repository's
+   * error if the file could not be read (the state then stays as it was).
+   */
+  async #refresh(watch: Watch, entry: AgentEntry, commit: string): Promise<unknown> {
     const checkedAt = new Date().toISOString();
     if (entry.readAt === commit) {
       // Reached again: a repository problem is over; a refused file stays refused.
-      const { problem, ...state } = entry.state;
-      this.#publish(entry, { ...state, ...(problem?.kind === "invalid" && { problem }), checkedAt });
-      return true;
+      const { problem: _, ...state } = entry.state;
+      this.#publish(entry, { ...state, ...(entry.refusal && { problem: entry.refusal }), checkedAt });
+      return undefined;
     }
-    const state = await this.#read(watch, entry, commit, this.#abort.signal);
-    if (state === undefined) return false;
+    let read: FileRead;
+    try {
+      read = await this.#read(watch, entry.agent, commit);
+    } catch (err) {
+      return err;
+    }
+    // A read that lost a race with a newer poll's (the commit moved meanwhile) is dropped: the
+    // agent must never step back to an older commit.
+    if (watch.commit !== commit) return undefined;
+    entry.readAt = commit;
+    entry.refusal = read.refusal;
+    const state: AgentConfigurationState = read.refusal
+      ? { ...entry.state, problem: read.refusal }
+      : { agentId: entry.agent.agentId, configuration: read.configuration!, commitId: commit };
     this.#publish(entry, { ...state, checkedAt });
-    return true;
+    return undefined;
   }
 
-  /** The agent's state after reading its file at `commit`; undefined if the repository failed. */
-  async #read(
-    watch: Watch,
-    entry: AgentEntry,
-    commit: string,
-    signal: AbortSignal,
-  ): Promise<AgentConfigurationState | undefined> {
-    const { agent } = entry;
-    const good = (configuration: AgentConfiguration): AgentConfigurationState => {
-      entry.readAt = commit;
-      return { agentId: agent.agentId, configuration, commitId: commit };
-    };
-    const refused = (message: string): AgentConfigurationState => {
-      entry.readAt = commit;
+  /** The agent's file at `commit`: its configuration, or why it was refused; throws the repository's error. */
+  async #read(watch: Watch, agent: AgentInfo, commit: string): Promise<FileRead> {
+    if (commit === "") return { configuration: EMPTY_AGENT_CONFIGURATION }; // an empty repository
+    const path = configurationPath(agent.agentName);
+    const refused = (message: string): FileRead => {
       this.#o.metrics.invalid.inc();
       this.#o.log.warn(
         { agentId: agent.agentId, commitId: commit, problem: message },
         "agent configuration refused",
       );
-      const problem: ConfigurationProblem = {
-        kind: "invalid",
-        message,
-        commitId: commit,
-        at: new Date().toISOString(),
-      };
-      return { ...entry.state, problem };
+      return { refusal: { kind: "invalid", message, commitId: commit, at: new Date().toISOString() } };
     };
-    if (commit === "") return good(EMPTY_AGENT_CONFIGURATION); // an empty repository
-    const path = configurationPath(agent.agentName);
     let content: Buffer | undefined;
     try {
       content = await this.#o.repositories.readFile(watch.location, commit, path, this.#o.maxFileBytes, {
         agentId: agent.agentId,
-        signal,
+        signal: this.#abort.signal,
       });
     } catch (err) {
       if (err instanceof RepositoryError && err.code === "too_large") {
         return refused(`${path} is larger than the ${this.#o.maxFileBytes} bytes allowed`);
       }
-      if (!signal.aborted) this.#repositoryFailed(watch, err);
-      return undefined;
+      throw err;
     }
-    if (content === undefined) return good(EMPTY_AGENT_CONFIGURATION);
+    if (content === undefined) return { configuration: EMPTY_AGENT_CONFIGURATION };
     try {
-      return good(
-        parseAgentConfiguration(content.toString("utf8"), { maxBytes: this.#o.maxFileBytes, fileName: path }),
-      );
+      const text = content.toString("utf8");
+      return {
+        configuration: parseAgentConfiguration(text, { maxBytes: this.#o.maxFileBytes, fileName: path }),
+      };
     } catch (err) {
       if (!(err instanceof AgentConfigurationError)) throw err;
       return refused(err.message);
     }
   }
 
+  /** Counted once per poll; every agent of the watch keeps its configuration and learns why. */
   #repositoryFailed(watch: Watch, err: unknown): void {
     const message = err instanceof Error ? err.message : String(err);
     const code = err instanceof RepositoryError ? err.code : "failed";
@@ -331,7 +378,16 @@ export class ConfigurationWatches {
 
   #publish(entry: AgentEntry, state: AgentConfigurationState): void {
     entry.state = state;
-    this.#o.onState?.(state);
-    for (const listener of entry.listeners) listener(state);
+    if (this.#o.onState) this.#deliver(this.#o.onState, state);
+    for (const listener of entry.listeners) this.#deliver(listener, state);
+  }
+
+  /** A listener that throws is logged; the others still hear. */
+  #deliver(listener: Listener, state: AgentConfigurationState): void {
+    try {
+      listener(state);
+    } catch (err) {
+      this.#o.log.error({ err, agentId: state.agentId }, "agent configuration listener failed");
+    }
   }
 }

@@ -8,7 +8,7 @@ import { LocalGitRepositories } from "../../../cmd/kas/repositories/local-git.ts
 import { createConfigurationMetrics } from "../../../modules/agent_configuration/kas/metrics.ts";
 import type { AgentConfigurationState } from "../../../modules/agent_configuration/kas/state.ts";
 import { ConfigurationWatches } from "../../../modules/agent_configuration/kas/watches.ts";
-import type { AgentInfo, RepositoryReader } from "../../../modules/runtime/index.ts";
+import { type AgentInfo, RepositoryError, type RepositoryReader } from "../../../modules/runtime/index.ts";
 import { GitRepo } from "../../support/git-repo.ts";
 import { until } from "../../support/until.ts";
 
@@ -58,6 +58,7 @@ describe("configuration watches", () => {
       metrics: createConfigurationMetrics(registry),
       log: createLogger({ level: "silent" }),
       random,
+      lingerMs: 0,
     });
   };
   const follow = (a: AgentInfo, has = "") => watches.subscribe(a, has, (s) => states.set(s.agentId, s));
@@ -119,7 +120,7 @@ describe("configuration watches", () => {
     expect(states.get("2")?.configuration.observability.logging.level).toBe("error");
 
     for (const stop of stops) stop();
-    expect(watches.size).toBe(0);
+    await until(() => watches.size === 0, 5_000, "watch forgotten after its agents' streams ended");
     expect(watches.pushed({ id: "7" })).toBe(0);
   });
 
@@ -182,6 +183,121 @@ describe("configuration watches", () => {
     expect(calls.resolveRef).toBe(2);
     await vi.advanceTimersByTimeAsync(200);
     await until(() => calls.resolveRef === 3, 10_000, "retry after 2 s");
+  });
+
+  test("a read that loses the race with a newer poll's is dropped: an agent never steps back a commit", async () => {
+    const c1 = await repo.commit({
+      ".gitlab/agents/a/config.yaml": "{}\n",
+      ".gitlab/agents/b/config.yaml": "{}\n",
+    });
+    make(3_600_000);
+    // b's read of the first commit is held until released; everything else goes through.
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let heldDone!: () => void;
+    const heldRead = new Promise<void>((resolve) => {
+      heldDone = resolve;
+    });
+    const inner = counting(new LocalGitRepositories()).reader;
+    const reader: RepositoryReader = {
+      ...inner,
+      readFile: async (location, commit, path, max, ctx) => {
+        if (commit !== c1 || !path.includes("/b/")) return inner.readFile(location, commit, path, max, ctx);
+        await held;
+        const content = await inner.readFile(location, commit, path, max, ctx);
+        setImmediate(heldDone); // once the watch has had the result
+        return content;
+      },
+    };
+    watches = new ConfigurationWatches({
+      repositories: reader,
+      pollPeriodMs: 3_600_000,
+      maxFileBytes: 1024,
+      metrics: createConfigurationMetrics(new Registry()),
+      log: createLogger({ level: "silent" }),
+      lingerMs: 0,
+    });
+    follow(agent(1, "a", repo));
+    await until(() => states.get("1")?.commitId === c1, 10_000, "a at c1");
+    const seenByB: (string | undefined)[] = [];
+    watches.subscribe(agent(2, "b", repo), "", (state) => seenByB.push(state.commitId));
+    const c2 = await repo.commit({
+      ".gitlab/agents/a/config.yaml": "{}\n",
+      ".gitlab/agents/b/config.yaml": "gitops: {}\n",
+    });
+    watches.pushed({ id: "7" });
+    await until(() => seenByB.includes(c2), 10_000, "b at c2");
+    release();
+    await heldRead;
+    expect(seenByB.filter((c) => c !== undefined)).toEqual([c2]);
+    expect(watches.stateOf("2")?.commitId).toBe(c2);
+  });
+
+  test("an agent between two streams keeps its watch and state for the linger time", async () => {
+    const commit = await repo.commit({ ".gitlab/agents/a/config.yaml": "{}\n" });
+    const c = counting(new LocalGitRepositories());
+    watches = new ConfigurationWatches({
+      repositories: c.reader,
+      pollPeriodMs: 3_600_000,
+      maxFileBytes: 1024,
+      metrics: createConfigurationMetrics(new Registry()),
+      log: createLogger({ level: "silent" }),
+      lingerMs: 60_000,
+    });
+    const stop = follow(agent(1, "a", repo));
+    await until(() => states.get("1")?.commitId === commit, 10_000, "first read");
+    stop(); // the tunnel went; the agent comes back on another one
+    expect(watches.stateOf("1")?.commitId).toBe(commit);
+    const again: AgentConfigurationState[] = [];
+    watches.subscribe(agent(1, "a", repo), commit, (state) => again.push(state));
+    expect(again.map((s) => s.commitId)).toEqual([commit]); // known at once, nothing read again
+    expect(c.calls).toMatchObject({ resolveRef: 1, readFile: 1 });
+    expect(watches.size).toBe(1);
+  });
+
+  test("a file that cannot be read is retried with growing delays, and the other agents' files still are read", async () => {
+    const commit = await repo.commit({
+      ".gitlab/agents/a/config.yaml": "{}\n",
+      ".gitlab/agents/b/config.yaml": "{}\n",
+    });
+    const inner = counting(new LocalGitRepositories()).reader;
+    let reads = 0;
+    const reader: RepositoryReader = {
+      ...inner,
+      readFile: async (location, c, path, max, ctx) => {
+        if (path.includes("/a/")) {
+          reads++;
+          throw new RepositoryError("unavailable", "TreeEntry refused: too many requests");
+        }
+        return inner.readFile(location, c, path, max, ctx);
+      },
+    };
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    registry = new Registry();
+    watches = new ConfigurationWatches({
+      repositories: reader,
+      pollPeriodMs: 3_600_000,
+      maxFileBytes: 1024,
+      metrics: createConfigurationMetrics(registry),
+      log: createLogger({ level: "silent" }),
+      random: () => 0.5,
+      lingerMs: 0,
+    });
+    follow(agent(1, "a", repo));
+    follow(agent(2, "b", repo));
+    await until(() => states.get("2")?.commitId === commit && reads >= 1, 10_000, "b read, a failed");
+    await until(async () => (await failures()) >= 1, 10_000, "failure counted");
+    for (const delay of [1_000, 2_000, 4_000]) {
+      const before = reads;
+      await vi.advanceTimersByTimeAsync(delay - 50);
+      expect(reads).toBe(before);
+      await vi.advanceTimersByTimeAsync(100);
+      await until(() => reads === before + 1, 10_000, `retry after ${delay} ms`);
+      await until(async () => (await failures()) === before + 1, 10_000, "counted");
+    }
+    expect(states.get("1")?.problem?.kind).toBe("repository");
   });
 
   test("a project without the agent's file, or without commits, is the empty configuration", async () => {
