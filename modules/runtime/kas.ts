@@ -93,7 +93,10 @@ export interface AgentRpc {
  * was pushed to". Delivery is best effort: whoever relies on it also polls.
  */
 export interface Broadcast {
-  /** Delivers `message` to the subscribers of `channel` at every replica, this one included. */
+  /**
+   * Delivers `message` to the subscribers of `channel` at every replica: here at once, elsewhere
+   * through Redis. Rejects when Redis could not take it (this replica's subscribers have it).
+   */
   publish(channel: string, message: string): Promise<void>;
   /** Returns a function that unsubscribes. */
   subscribe(channel: string, onMessage: (message: string) => void): () => void;

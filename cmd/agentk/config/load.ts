@@ -93,6 +93,8 @@ export async function loadAgentkConfig(options: LoadAgentkConfigOptions): Promis
   reportFlag("observability-listen-address");
   reportFlag("log-level");
   const namespace = await podNamespace(env, serviceAccountDir);
+  // Any flag's own problem not reported above in its place (none may go unsaid).
+  for (const issue of read.issues) if (!issues.includes(issue)) issues.push(issue);
 
   if (issues.length > 0) throw new ConfigError(issues);
   const config: AgentkConfig = {

@@ -1,4 +1,6 @@
-// One RepositoryReader in front of both backends: each call goes to the one its location names.
+// One RepositoryReader in front of both backends: each call goes to the one its location names,
+// after the same checks of what it names (ref names, commit ids, paths), so both backends refuse
+// the same things the same way.
 import type {
   RefSelector,
   RepositoryCallContext,
@@ -6,35 +8,46 @@ import type {
   RepositoryReader,
   TreeFile,
 } from "../../../modules/runtime/index.ts";
+import { checkCommitId, checkRefName, checkTreePath } from "./git-names.ts";
 
 export class RepositoriesByBackend implements RepositoryReader {
   constructor(private readonly backends: Readonly<Record<RepositoryLocation["backend"], RepositoryReader>>) {}
 
-  resolveRef(
+  async resolveRef(
     location: RepositoryLocation,
     ref: RefSelector,
     ctx: RepositoryCallContext,
   ): Promise<string | undefined> {
-    return this.backends[location.backend].resolveRef(location, ref, ctx);
+    const checked: RefSelector =
+      "branch" in ref
+        ? { branch: checkRefName("branch", ref.branch) }
+        : "tag" in ref
+          ? { tag: checkRefName("tag", ref.tag) }
+          : "commit" in ref
+            ? { commit: checkCommitId(ref.commit) }
+            : {};
+    return this.backends[location.backend].resolveRef(location, checked, ctx);
   }
 
-  readFile(
+  async readFile(
     location: RepositoryLocation,
     commitId: string,
     path: string,
     maxBytes: number,
     ctx: RepositoryCallContext,
   ): Promise<Buffer | undefined> {
-    return this.backends[location.backend].readFile(location, commitId, path, maxBytes, ctx);
+    const [commit, file] = [checkCommitId(commitId), checkTreePath(path, "file")];
+    return this.backends[location.backend].readFile(location, commit, file, maxBytes, ctx);
   }
 
-  listFiles(
+  async listFiles(
     location: RepositoryLocation,
     commitId: string,
     dir: string,
     ctx: RepositoryCallContext,
   ): Promise<TreeFile[]> {
-    return this.backends[location.backend].listFiles(location, commitId, dir, ctx);
+    const [commit, checkedDir] = [checkCommitId(commitId), checkTreePath(dir, "dir")];
+    return this.backends[location.backend].listFiles(location, commit, checkedDir, ctx);
   }
 
   async close(): Promise<void> {

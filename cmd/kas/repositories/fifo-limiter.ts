@@ -13,6 +13,8 @@ const MIN_WAIT_MS = 5;
 
 interface Waiter {
   wake(): void;
+  /** The limiter's store failed for the head: every waiter behind it gets the error at once. */
+  fail(err: unknown): void;
 }
 
 export class FifoLimiter {
@@ -49,10 +51,13 @@ export class FifoLimiter {
       this.#lines.set(key, line);
     }
     let wake!: () => void;
-    const turn = new Promise<void>((resolve) => {
+    let fail!: (err: unknown) => void;
+    const turn = new Promise<void>((resolve, reject) => {
       wake = resolve;
+      fail = reject;
     });
-    const me: Waiter = { wake };
+    turn.catch(() => {}); // observed below; a waiter that gave up meanwhile must not leave it unhandled
+    const me: Waiter = { wake, fail };
     line.push(me);
     // A caller at the head already knows how long to wait; one woken by its predecessor tries at once.
     let wait = line[0] === me ? firstWait : undefined;
@@ -62,7 +67,14 @@ export class FifoLimiter {
       for (;;) {
         if (wait !== undefined)
           await sleep(wait + Math.random() * Math.min(50, wait / 10), undefined, { signal });
-        wait = await this.#try(key);
+        try {
+          wait = await this.#try(key);
+        } catch (err) {
+          // A store that fails (Redis down or hanging) fails the whole line at once, rather than
+          // each waiter in turn paying the store's timeout.
+          for (const other of line.splice(0)) if (other !== me) other.fail(err);
+          throw err;
+        }
         if (wait === undefined) return;
       }
     } finally {

@@ -1,4 +1,4 @@
-import { EventEmitter } from "node:events";
+import { EventEmitter, setMaxListeners } from "node:events";
 import type { TransportConnection } from "../transport/connection.ts";
 import { GoAwayCode, Session, type SessionOptions, type YamuxStream } from "../yamux/index.ts";
 
@@ -90,6 +90,8 @@ export class TunnelSession<I = undefined> extends EventEmitter<TunnelSessionEven
   get drainingSignal(): AbortSignal {
     if (!this.#drainingSignal) {
       const controller = new AbortController();
+      // One listener per kept-alive connection or long stream bound to this tunnel.
+      setMaxListeners(0, controller.signal);
       this.#drainingSignal = controller;
       if (this.draining || this.#closed) controller.abort();
       else {

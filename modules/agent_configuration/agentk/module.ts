@@ -1,6 +1,7 @@
 // Agent configuration's agentk half: keeps a GetConfiguration stream open to kas (over the tunnel's
 // gRPC channel), hands each new configuration to the modules (`deps.configuration`) and applies
 // what agentk itself reads live: its log level.
+import { setTimeout as sleep } from "node:timers/promises";
 import * as grpc from "@grpc/grpc-js";
 import { Counter } from "prom-client";
 import type { LogLevel } from "../../../cmd/common/config/values.ts";
@@ -17,6 +18,9 @@ export interface AgentConfigurationAgentOptions {
   /** Reconnect delays after a stream ends (the channel itself waits for a tunnel). */
   backoff?: { initialMs: number; maxMs: number };
 }
+
+/** A stream that lasted this long was healthy, whatever ended it (a tunnel rotating, kas draining). */
+const HEALTHY_STREAM_MS = 10_000;
 
 export function agentConfigurationAgentModule(options: AgentConfigurationAgentOptions): AgentkModuleFactory {
   const backoff = options.backoff ?? { initialMs: 250, maxMs: 30_000 };
@@ -57,9 +61,14 @@ export function agentConfigurationAgentModule(options: AgentConfigurationAgentOp
         log.info({ commitId, logLevel: log.level }, "agent configuration applied");
       };
 
-      /** One stream, until kas ends it or the tunnel goes; resolves with whether anything arrived. */
+      /**
+       * One stream, until kas ends it or the tunnel goes; resolves with whether it went well: it
+       * brought something, lasted a while, or ended with OK (kas sends nothing to an agent that is
+       * up to date, so silence is no failure).
+       */
       const follow = (signal: AbortSignal) =>
         new Promise<boolean>((resolve) => {
+          const started = Date.now();
           let received = false;
           // waitForReady: queued until the channel's stream is up rather than failing at once.
           const call = client.getConfiguration({ commitId }, new grpc.Metadata({ waitForReady: true }));
@@ -74,9 +83,9 @@ export function agentConfigurationAgentModule(options: AgentConfigurationAgentOp
               log.warn({ code: err.code, err: err.details }, "agent configuration stream failed");
             }
           });
-          call.on("status", () => {
+          call.on("status", (status: grpc.StatusObject) => {
             signal.removeEventListener("abort", cancel);
-            resolve(received);
+            resolve(received || status.code === grpc.status.OK || Date.now() - started > HEALTHY_STREAM_MS);
           });
         });
 
@@ -88,25 +97,13 @@ export function agentConfigurationAgentModule(options: AgentConfigurationAgentOp
             while (!signal.aborted) {
               if (await follow(signal)) delay = backoff.initialMs;
               if (signal.aborted) break;
-              await sleep(delay / 2 + Math.random() * delay, signal);
+              await sleep(delay / 2 + Math.random() * delay, undefined, { signal }).catch(() => {});
               delay = Math.min(delay * 2, backoff.maxMs);
             }
           })();
         },
-        close: async () => client.close(),
+        // No client.close(): it would close the channel, which is agentk's and shared by every module.
       };
     },
   };
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

@@ -4,7 +4,7 @@
 import { type KasModuleFactory, Phase } from "../../runtime/index.ts";
 import type { AgentConfigurationKasConfig } from "./config.ts";
 import { createConfigurationMetrics } from "./metrics.ts";
-import { configurationRoute, GIT_PUSH_CHANNEL, gitPushRoute } from "./routes.ts";
+import { configurationRoute, GIT_PUSH_CHANNEL, gitPushRoute, pushedProjectSchema } from "./routes.ts";
 import { addAgentConfigurationService } from "./rpc.ts";
 import { LocalStatusStore, RedisStatusStore, type StatusStore } from "./status-store.ts";
 import { ConfigurationWatches, type PushedProject } from "./watches.ts";
@@ -29,7 +29,7 @@ export function agentConfigurationModule(config: AgentConfigurationKasConfig): K
       store = redis ? new RedisStatusStore(redis, 3 * config.pollPeriodMs + 60_000, local, log) : local;
       addAgentConfigurationService(agentRpc, watches, metrics);
       api.add(configurationRoute(store));
-      api.add(gitPushRoute(broadcast));
+      api.add(gitPushRoute(broadcast, log));
       let stopListening = () => {};
       let stopHealth = () => {};
       return {
@@ -38,8 +38,12 @@ export function agentConfigurationModule(config: AgentConfigurationKasConfig): K
           stopListening = broadcast.subscribe(GIT_PUSH_CHANNEL, (message) => {
             let project: PushedProject;
             try {
-              project = JSON.parse(message) as PushedProject;
+              project = pushedProjectSchema.parse(JSON.parse(message));
             } catch {
+              log.warn(
+                { message: message.slice(0, 200) },
+                "git push: a malformed message from another replica",
+              );
               return;
             }
             const polled = watches.pushed(project);

@@ -2,6 +2,7 @@
 // notifications (GitLab sends one when a project is pushed to).
 import { z } from "zod";
 import { HttpError, sendJson } from "../../../cmd/common/http/index.ts";
+import type { Logger } from "../../../cmd/common/observability/index.ts";
 import type { ApiRoute, Broadcast } from "../../runtime/index.ts";
 import type { StatusStore } from "./status-store.ts";
 import type { PushedProject } from "./watches.ts";
@@ -42,6 +43,17 @@ export function configurationRoute(store: StatusStore): ApiRoute {
 }
 
 export const GIT_PUSH_CHANNEL = "git_push";
+
+/** A push as it travels between replicas (checked on arrival: a Redis channel is no trusted input). */
+export const pushedProjectSchema = z
+  .object({
+    id: z
+      .string()
+      .regex(/^[1-9]\d{0,18}$/)
+      .optional(),
+    fullPath: z.string().min(1).max(1024).optional(),
+  })
+  .strict();
 const MAX_PUSH_BODY = 64 * 1024;
 
 const pushBody = z.object({
@@ -55,9 +67,10 @@ const pushBody = z.object({
 
 /**
  * `POST /api/v1/notifications/git_push` with `{"project": {"id": N, "full_path": "group/project"}}`:
- * every replica polls that project's agents at once (204, whether or not any agent uses it).
+ * every replica polls that project's agents at once (204, whether or not any agent uses it; with
+ * Redis down, this replica alone).
  */
-export function gitPushRoute(broadcast: Broadcast): ApiRoute {
+export function gitPushRoute(broadcast: Broadcast, log: Logger): ApiRoute {
   return {
     route: "/api/v1/notifications/git_push",
     matches: (pathname) => pathname === "/api/v1/notifications/git_push",
@@ -77,7 +90,8 @@ export function gitPushRoute(broadcast: Broadcast): ApiRoute {
       try {
         await broadcast.publish(GIT_PUSH_CHANNEL, JSON.stringify(project));
       } catch (err) {
-        throw new HttpError(503, `cannot tell the other kas replicas: ${(err as Error).message}`);
+        // This replica polls already; the others find the change at their next poll.
+        log.warn({ err: (err as Error).message, project }, "git push: cannot tell the other kas replicas");
       }
       res.writeHead(204).end();
     },

@@ -44,7 +44,7 @@ export function agentTrackerAgentModule(config: AgentTrackerAgentConfig): Agentk
           kas.on("connected", report);
           signal.addEventListener("abort", () => kas.off("connected", report));
         },
-        close: async () => client.close(),
+        // No client.close(): it would close the channel, which is agentk's and shared by every module.
       };
     },
   };

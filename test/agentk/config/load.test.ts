@@ -304,6 +304,15 @@ describe("agentk configuration", () => {
     ]);
   });
 
+  test("an empty value for a file flag is refused, whichever flag it is", async () => {
+    for (const flag of ["--services-file", "--kubeconfig", "--ca-cert-file", "--kas-tls-server-name"]) {
+      const found = await issues(["--kas-address", "wss://kas.example.com", flag, ""], {
+        AGENTK_TOKEN: "t0ken-t0ken",
+      });
+      expect(found).toContainEqual(`${flag}: must not be empty`);
+    }
+  });
+
   test("several problems are reported together", async () => {
     const found = await issues(["--log-level", "x", "--service", "y"]);
     expect(found.map((l) => l.split(":")[0])).toEqual([
