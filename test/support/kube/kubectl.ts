@@ -63,7 +63,8 @@ export async function kubectlFor(server: KubeApiServer, namespace?: string): Pro
       });
     },
     start(args) {
-      const child = spawn(KUBECTL, argv(args), { env, stdio: ["ignore", "pipe", "pipe"] });
+      // No request timeout: a watch runs until it is stopped.
+      const child = spawn(KUBECTL, args, { env, stdio: ["ignore", "pipe", "pipe"] });
       children.add(child);
       const lines: string[] = [];
       let stdout = "";

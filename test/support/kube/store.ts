@@ -229,7 +229,10 @@ export class KubeStore extends EventEmitter<{ change: [WatchEvent] }> {
     return as(type, object);
   }
 
-  /** Replaces the object's data (any top-level field but metadata); a MODIFIED event. */
+  /**
+   * Replaces the object's data (top-level fields given, `status` included), as a controller in a
+   * test would; a MODIFIED event.
+   */
   update(
     resource: string | ResourceType,
     ns: string | undefined,
@@ -239,7 +242,8 @@ export class KubeStore extends EventEmitter<{ change: [WatchEvent] }> {
   ): KubeObject {
     const type = this.#type(resource);
     const current = this.#current(type, ns, name);
-    return this.#write(type, current, { ...structuredClone(current), ...structuredClone(fields) }, options);
+    const next = { ...structuredClone(current), ...structuredClone(fields) };
+    return this.#write(type, current, next, { ...options, everything: true });
   }
 
   /**
@@ -290,7 +294,7 @@ export class KubeStore extends EventEmitter<{ change: [WatchEvent] }> {
     type: ResourceType,
     current: KubeObject,
     next: KubeObject,
-    options: WriteOptions & { operation?: "Apply" },
+    options: WriteOptions & { operation?: "Apply"; everything?: boolean },
   ): KubeObject {
     const { uid, creationTimestamp, namespace, name, generation, managedFields } = current.metadata;
     let object: KubeObject = {
@@ -307,7 +311,9 @@ export class KubeStore extends EventEmitter<{ change: [WatchEvent] }> {
         ...(managedFields && { managedFields }),
       },
     };
-    if (options.subresource === "status") {
+    if (options.everything) {
+      // A test's own write (as a controller would make): spec and status alike.
+    } else if (options.subresource === "status") {
       // Only status changes through the status subresource.
       object = { ...structuredClone(current), status: object.status };
       if (object.status === undefined) delete object.status;
