@@ -27,8 +27,12 @@ export function wantsAggregated(accept: string | undefined): boolean {
   });
 }
 
-const SUBRESOURCE_VERBS: Record<string, { kind: string; verbs: string[] } | undefined> = {
+const SUBRESOURCE_VERBS: Record<
+  string,
+  { kind: string; verbs: string[]; group?: string; version?: string } | undefined
+> = {
   status: { kind: "", verbs: ["get", "patch", "update"] },
+  scale: { kind: "Scale", verbs: ["get", "patch", "update"], group: "autoscaling", version: "v1" },
   log: { kind: "Pod", verbs: ["get"] },
   exec: { kind: "PodExecOptions", verbs: ["create", "get"] },
   attach: { kind: "PodAttachOptions", verbs: ["create", "get"] },
@@ -108,7 +112,11 @@ function discoveredResource(t: ResourceType) {
     ...(t.subresources.length > 0 && {
       subresources: t.subresources.map((sub) => ({
         subresource: sub,
-        responseKind: { group: t.group, version: t.version, kind: SUBRESOURCE_VERBS[sub]?.kind || t.kind },
+        responseKind: {
+          group: SUBRESOURCE_VERBS[sub]?.group ?? t.group,
+          version: SUBRESOURCE_VERBS[sub]?.version ?? t.version,
+          kind: SUBRESOURCE_VERBS[sub]?.kind || t.kind,
+        },
         verbs: SUBRESOURCE_VERBS[sub]?.verbs ?? ["get"],
       })),
     }),

@@ -68,12 +68,12 @@ export const BUILT_IN: readonly ResourceType[] = [
   builtIn("apps", "v1", "deployments", "Deployment", true, {
     shortNames: ["deploy"],
     categories: ["all"],
-    subresources: ["status"],
+    subresources: ["status", "scale"],
   }),
   builtIn("apps", "v1", "statefulsets", "StatefulSet", true, {
     shortNames: ["sts"],
     categories: ["all"],
-    subresources: ["status"],
+    subresources: ["status", "scale"],
   }),
   builtIn("apps", "v1", "daemonsets", "DaemonSet", true, {
     shortNames: ["ds"],
@@ -83,7 +83,7 @@ export const BUILT_IN: readonly ResourceType[] = [
   builtIn("apps", "v1", "replicasets", "ReplicaSet", true, {
     shortNames: ["rs"],
     categories: ["all"],
-    subresources: ["status"],
+    subresources: ["status", "scale"],
   }),
   builtIn("rbac.authorization.k8s.io", "v1", "roles", "Role", true),
   builtIn("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", true),

@@ -17,6 +17,7 @@ import {
   wantsAggregated,
 } from "./discovery.ts";
 import { openApiV3GroupVersion, openApiV3Root } from "./openapi.ts";
+import { jsonPatch, mergePatch, PATCH_TYPES, patchTypeOf } from "./patch.ts";
 import { groupVersion, type ResourceType } from "./resources.ts";
 import { SelectorError } from "./selectors.ts";
 import { type DeleteOptions, type KubeObject, KubeStore, StoreError } from "./store.ts";
@@ -157,6 +158,7 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
     const table = wantsTable(accept);
 
     if (sub === "log") return serveLog(req, res, ns!, name!, query.get("follow") === "true");
+    if (sub === "scale") return serveScale(req, res, type, ns!, name!, query);
     if (name === undefined) {
       if (type.namespaced && ns === undefined && method !== "GET") return notFoundPath(res);
       if (method === "GET") {
@@ -221,10 +223,87 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
     }
     if (method === "PUT") {
       const body = await readBody(req);
-      const opts = { dryRun, ...(fieldManager && { fieldManager }), ...(sub && { subresource: sub }) };
+      const opts = {
+        dryRun,
+        fieldManager: fieldManager ?? userAgentManager(req),
+        ...(sub && { subresource: sub }),
+      };
       return sendJson(res, 200, store.replace(type, ns, name, body, opts));
     }
+    if (method === "PATCH") {
+      const patchType = patchTypeOf(req.headers["content-type"]);
+      if (!patchType) {
+        throw new StoreError(
+          415,
+          "UnsupportedMediaType",
+          `the body of the request was in an unknown format - accepted media types include: ${Object.keys(PATCH_TYPES).join(", ")}`,
+        );
+      }
+      const force = query.get("force") === "true";
+      if (force && patchType !== "apply") {
+        throw new StoreError(
+          422,
+          "Invalid",
+          "force: Invalid value: true: may not be specified for non-apply patch",
+        );
+      }
+      const body = await readBody(req);
+      const manager = fieldManager ?? (patchType === "apply" ? undefined : userAgentManager(req));
+      const { object, created } = store.patch(type, ns, name, patchType, body, {
+        dryRun,
+        force,
+        ...(manager && { fieldManager: manager }),
+        ...(sub && { subresource: sub }),
+      });
+      return sendJson(res, created ? 201 : 200, object);
+    }
     return sendStatus(res, 405, "MethodNotAllowed", `${method} is not supported here`);
+  }
+
+  /** `<workload>/scale`: an autoscaling/v1 Scale over the object's `spec.replicas` (`kubectl scale`). */
+  async function serveScale(
+    req: IncomingMessage,
+    res: ServerResponse,
+    type: ResourceType,
+    ns: string,
+    name: string,
+    query: URLSearchParams,
+  ) {
+    const current = store.get(type, ns, name);
+    const scale = scaleOf(current);
+    const method = req.method ?? "GET";
+    if (method === "GET") return sendJson(res, 200, scale);
+    if (method !== "PUT" && method !== "PATCH")
+      return sendStatus(res, 405, "MethodNotAllowed", `${method} is not supported on scale`);
+    const body = await readBody(req);
+    let next: unknown = body;
+    if (method === "PATCH") {
+      const patchType = patchTypeOf(req.headers["content-type"]);
+      if (patchType === "json") next = jsonPatch(scale, body);
+      else if (patchType === "merge" || patchType === "strategic") next = mergePatch(scale, body);
+      else
+        throw new StoreError(
+          415,
+          "UnsupportedMediaType",
+          "scale takes JSON, merge and strategic merge patches",
+        );
+    }
+    const replicas = (next as { spec?: { replicas?: unknown } })?.spec?.replicas;
+    if (typeof replicas !== "number" || !Number.isInteger(replicas) || replicas < 0) {
+      throw new StoreError(
+        422,
+        "Invalid",
+        `Scale.autoscaling "${name}" is invalid: spec.replicas: Invalid value: must be a non-negative integer`,
+      );
+    }
+    const updated = structuredClone(current);
+    updated.spec = { ...(updated.spec as object), replicas };
+    const written = store.write(type, store.get(type, ns, name), updated, {
+      dryRun: query.getAll("dryRun").includes("All"),
+      fieldManager: query.get("fieldManager") ?? userAgentManager(req),
+      subresource: "scale",
+    });
+    return sendJson(res, 200, scaleOf(written));
   }
 
   function serveLog(req: IncomingMessage, res: ServerResponse, ns: string, pod: string, follow: boolean) {
@@ -314,6 +393,34 @@ function parsePath(path: string): Target | undefined {
     ...(name !== undefined && { name }),
     ...(sub !== undefined && { sub }),
   };
+}
+
+function scaleOf(o: KubeObject) {
+  const spec = (o.spec ?? {}) as { replicas?: number; selector?: { matchLabels?: Record<string, string> } };
+  const labels = spec.selector?.matchLabels ?? {};
+  return {
+    kind: "Scale",
+    apiVersion: "autoscaling/v1",
+    metadata: {
+      name: o.metadata.name,
+      namespace: o.metadata.namespace,
+      uid: o.metadata.uid,
+      resourceVersion: o.metadata.resourceVersion,
+      creationTimestamp: o.metadata.creationTimestamp,
+    },
+    spec: { replicas: spec.replicas ?? 1 },
+    status: {
+      replicas: (o.status as { replicas?: number } | undefined)?.replicas ?? 0,
+      selector: Object.entries(labels)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(","),
+    },
+  };
+}
+
+/** The manager of a write that names none: the client's program, from its User-Agent, as the real server does. */
+function userAgentManager(req: IncomingMessage): string {
+  return (req.headers["user-agent"] ?? "unknown").split("/")[0]!.slice(0, 128) || "unknown";
 }
 
 function selectors(query: URLSearchParams) {

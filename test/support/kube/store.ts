@@ -1,5 +1,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { EventEmitter } from "node:events";
+import { type FieldScope, recordUpdate, serverSideApply } from "./apply.ts";
+import { jsonPatch, mergePatch, type PatchType, strategicMergePatch } from "./patch.ts";
 import {
   type CustomResourceDefinition,
   groupVersion,
@@ -219,6 +221,14 @@ export class KubeStore extends EventEmitter<{ change: [WatchEvent] }> {
     if (type.plural === "namespaces") object.status = { phase: "Active" };
     if (type.plural === "pods" && object.status === undefined) object.status = { phase: "Pending" };
     if (type.plural === "customresourcedefinitions") object.status = crdStatus(object);
+    if (options.fieldManager !== undefined && options.operation !== "Apply") {
+      object.metadata.managedFields = recordUpdate(
+        undefined,
+        object,
+        options.fieldManager,
+        scopeOf(type, options),
+      );
+    }
     this.#runHooks(type, undefined, object, { ...options, operation: options.operation ?? "Create" });
     if (options.dryRun) return as(type, object);
     this.#table(type).set(key(ns, name), object);
@@ -327,6 +337,17 @@ export class KubeStore extends EventEmitter<{ change: [WatchEvent] }> {
       object.status = crdStatus(object);
     }
     object.metadata.generation = specChanged(current, object) ? (generation ?? 0) + 1 : (generation ?? 1);
+    if (options.operation === "Apply") {
+      object.metadata.managedFields = next.metadata.managedFields;
+    } else if (options.fieldManager !== undefined) {
+      object.metadata.managedFields = recordUpdate(
+        current,
+        object,
+        options.fieldManager,
+        scopeOf(type, options),
+      );
+    }
+    if (object.metadata.managedFields?.length === 0) delete object.metadata.managedFields;
     this.#runHooks(type, current, object, { ...options, operation: options.operation ?? "Update" });
     if (options.dryRun) return as(type, object);
     if (!contentChanged(current, object)) return as(type, current); // a no-op write: no new version
@@ -336,6 +357,102 @@ export class KubeStore extends EventEmitter<{ change: [WatchEvent] }> {
       this.registry.defineCustom(object as unknown as CustomResourceDefinition);
     }
     return as(type, object);
+  }
+
+  /** PATCH: JSON patch, JSON merge patch, strategic merge patch, or server-side apply. */
+  patch(
+    resource: string | ResourceType,
+    ns: string | undefined,
+    name: string,
+    patchType: PatchType,
+    body: unknown,
+    options: WriteOptions & { force?: boolean } = {},
+  ): { object: KubeObject; created: boolean } {
+    const type = this.#type(resource);
+    if (patchType === "apply") return this.apply(type, ns, name, body, options);
+    const current = this.#current(type, ns, name);
+    let patched: unknown;
+    if (patchType === "json") patched = jsonPatch(current, body);
+    else if (patchType === "merge") patched = mergePatch(current, body);
+    else if (type.custom) {
+      throw new StoreError(
+        415,
+        "UnsupportedMediaType",
+        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+      );
+    } else patched = strategicMergePatch(current, body);
+    const next = patched as KubeObject;
+    if (!next || typeof next !== "object" || typeof next.metadata !== "object") {
+      throw new StoreError(422, "Invalid", "the patched object is not an object with metadata");
+    }
+    const claimed = next.metadata.resourceVersion;
+    if (claimed !== undefined && claimed !== current.metadata.resourceVersion) throw conflict(type, name);
+    if (next.metadata.name !== name) {
+      throw new StoreError(
+        422,
+        "Invalid",
+        `${type.kind} "${name}" is invalid: metadata.name: the name may not change`,
+      );
+    }
+    return { object: this.#write(type, current, next, options), created: false };
+  }
+
+  /**
+   * Server-side apply (`application/apply-patch+yaml`): creates the object or merges the
+   * configuration into it, with field ownership per manager; a 409 Conflict naming the other
+   * managers' fields it would change, unless `force`.
+   */
+  apply(
+    resource: string | ResourceType,
+    ns: string | undefined,
+    name: string,
+    body: unknown,
+    options: WriteOptions & { force?: boolean } = {},
+  ): { object: KubeObject; created: boolean } {
+    const type = this.#type(resource);
+    const manager = options.fieldManager;
+    if (!manager) {
+      throw new StoreError(
+        400,
+        "BadRequest",
+        "PATCH requests with content type application/apply-patch+yaml require a fieldManager",
+      );
+    }
+    const applied = structuredClone(body) as KubeObject;
+    if (!applied || typeof applied !== "object" || !applied.apiVersion || !applied.kind) {
+      throw new StoreError(400, "BadRequest", "an applied configuration must set apiVersion and kind");
+    }
+    if (applied.apiVersion !== groupVersion(type) || applied.kind !== type.kind) {
+      throw new StoreError(
+        400,
+        "BadRequest",
+        `the configuration is a ${applied.apiVersion}, Kind=${applied.kind}, not a ${groupVersion(type)}, Kind=${type.kind}`,
+      );
+    }
+    applied.metadata = { ...(applied.metadata ?? {}), name: applied.metadata?.name ?? name };
+    if (applied.metadata.name !== name) {
+      throw new StoreError(400, "BadRequest", "the name of the object does not match the name on the URL");
+    }
+    this.#namespaceOf(type, ns, applied);
+    if (options.subresource === "status") {
+      for (const k of Object.keys(applied))
+        if (!["apiVersion", "kind", "metadata", "status"].includes(k)) delete applied[k];
+    } else if (type.subresources.includes("status") && type.plural !== "customresourcedefinitions") {
+      delete applied.status;
+    }
+    const scope = scopeOf(type, options);
+    const opts = { ...options, operation: "Apply" as const };
+    if (!this.has(type, ns, name)) {
+      if (options.subresource) throw this.#notFound(type, name);
+      const object = serverSideApply(undefined, applied, manager, options.force ?? false, scope);
+      delete object.metadata.resourceVersion;
+      return { object: this.create(type, ns, object, opts), created: true };
+    }
+    const current = this.#current(type, ns, name);
+    const claimed = applied.metadata.resourceVersion;
+    if (claimed !== undefined && claimed !== current.metadata.resourceVersion) throw conflict(type, name);
+    const next = serverSideApply(current, applied, manager, options.force ?? false, scope);
+    return { object: this.#write(type, current, next, opts), created: false };
   }
 
   delete(
@@ -523,14 +640,16 @@ export class KubeStore extends EventEmitter<{ change: [WatchEvent] }> {
 
   #current(type: ResourceType, ns: string | undefined, name: string): KubeObject {
     const found = this.#table(type).get(key(type.namespaced ? ns : undefined, name));
-    if (!found) {
-      throw new StoreError(404, "NotFound", `${resourceId(type)} "${name}" not found`, {
-        name,
-        group: type.group,
-        kind: type.plural,
-      });
-    }
+    if (!found) throw this.#notFound(type, name);
     return found;
+  }
+
+  #notFound(type: ResourceType, name: string): StoreError {
+    return new StoreError(404, "NotFound", `${resourceId(type)} "${name}" not found`, {
+      name,
+      group: type.group,
+      kind: type.plural,
+    });
   }
 
   #record(type: ResourceType, eventType: WatchEventType, object: KubeObject, old?: KubeObject): void {
@@ -547,6 +666,14 @@ export class KubeStore extends EventEmitter<{ change: [WatchEvent] }> {
     while (this.#history.length > this.#historyLimit) this.#compacted = this.#history.shift()!.rv;
     this.emit("change", event);
   }
+}
+
+function scopeOf(type: ResourceType, options: WriteOptions): FieldScope {
+  return {
+    custom: type.custom ?? false,
+    statusSubresource: type.subresources.includes("status"),
+    ...(options.subresource && { subresource: options.subresource }),
+  };
 }
 
 /** A copy of a stored object as served at `type`'s version. */
