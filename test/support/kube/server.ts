@@ -16,6 +16,7 @@ import {
   VERSION,
   wantsAggregated,
 } from "./discovery.ts";
+import { ExecServer } from "./exec.ts";
 import { openApiV3GroupVersion, openApiV3Root } from "./openapi.ts";
 import { jsonPatch, mergePatch, PATCH_TYPES, patchTypeOf } from "./patch.ts";
 import { groupVersion, type ResourceType } from "./resources.ts";
@@ -70,8 +71,10 @@ export interface KubeApiServerOptions {
  * HTTPS and bearer-token auth; discovery (legacy and aggregated), `/version`; built-in kinds and
  * CustomResourceDefinitions; list, get, create, update, delete (with propagation), dry runs;
  * label and field selectors; Table output for `kubectl get`; watch from any version the bounded
- * history holds, with bookmarks; `pods/log?follow=true`; errors as `Status` objects; and an
- * exec-like Upgrade endpoint (101, then a greeting and an echo) for `pods/{name}/exec|attach|portforward`.
+ * history holds, with bookmarks; PATCH (JSON, merge, strategic) and server-side apply with field
+ * ownership; `pods/log?follow=true`; `kubectl exec` over WebSocket (a few built-in commands, see
+ * exec.ts); errors as `Status` objects; and for any other Upgrade of
+ * `pods/{name}/exec|attach|portforward` (SPDY) a 101, then a greeting and an echo.
  */
 export async function startKubeApiServer(options: KubeApiServerOptions = {}): Promise<KubeApiServer> {
   const token = options.token ?? "kube-test-token";
@@ -83,6 +86,7 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
   const logs = new Map<string, string[]>();
   const sockets = new Set<Socket | Duplex>();
   const watchers = new Set<Watcher>();
+  const exec = new ExecServer();
   const logEvents = new EventEmitter<{ line: [string, string] }>();
   logEvents.setMaxListeners(0);
   const authorized = (req: IncomingMessage) => req.headers.authorization === `Bearer ${token}`;
@@ -111,6 +115,13 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
     if (!authorized(req)) return refuse(401, "Unauthorized", "Unauthorized");
     if (!m) return refuse(404, "NotFound", "the server could not find the requested resource");
     if (!store.has("pods", m[1], m[2]!)) return refuse(404, "NotFound", `pods "${m[2]}" not found`);
+    if (m[3] === "exec" && ExecServer.accepts(req)) {
+      return exec.handle(req, socket, head, {
+        namespace: decodeURIComponent(m[1]!),
+        name: decodeURIComponent(m[2]!),
+      });
+    }
+    // Any other Upgrade (SPDY): a greeting, then an echo of whatever the client sends.
     socket.write(
       `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${req.headers.upgrade}\r\n\r\n`,
     );
@@ -345,6 +356,7 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
       writeKubeconfig(path, { server: url, caCert: pki.caCert, token, ...init }),
     async close() {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      exec.close();
       for (const s of sockets) s.destroy();
       await closed;
     },
