@@ -164,6 +164,29 @@ describe("kubectl against the Kubernetes API test server", () => {
     expect(gone.stderr).toContain('Error from server (NotFound): deployments.apps "web" not found');
   });
 
+  test("kubectl create namespace|configmap|secret|serviceaccount: bodies in Kubernetes protobuf", async () => {
+    expect(await ok(["create", "namespace", "team-a"])).toBe("namespace/team-a created\n");
+    await ok(["create", "configmap", "cfg", "-n", "team-a", "--from-literal=a=b", "--from-literal=c=d"]);
+    await ok(["create", "secret", "generic", "pw", "-n", "team-a", "--from-literal=password=hunter2"]);
+    await ok(["create", "serviceaccount", "robot", "-n", "team-a"]);
+    const sent = api.requests.filter((r) => r.method === "POST").map((r) => r.headers["content-type"]);
+    expect(sent).toContain("application/vnd.kubernetes.protobuf");
+    expect(api.store.get("namespaces", undefined, "team-a").status).toEqual({ phase: "Active" });
+    expect(api.store.get("configmaps", "team-a", "cfg").data).toEqual({ a: "b", c: "d" });
+    const secret = api.store.get("secrets", "team-a", "pw");
+    expect(secret).toMatchObject({
+      type: "Opaque",
+      data: { password: Buffer.from("hunter2").toString("base64") },
+    });
+    expect(api.store.has("serviceaccounts", "team-a", "robot")).toBe(true);
+    // A kind whose protobuf the server does not decode: a clear refusal.
+    const deployment = await kubectl.run(["create", "deployment", "d", "--image=nginx", "-n", "team-a"]);
+    expect(deployment.code).toBe(1);
+    expect(deployment.stderr).toContain(
+      "decodes protobuf only for v1 Namespace, ConfigMap, Secret, ServiceAccount",
+    );
+  });
+
   test("cluster-scoped and RBAC kinds: create, get, delete", async () => {
     const rbac = `
 apiVersion: rbac.authorization.k8s.io/v1

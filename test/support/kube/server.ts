@@ -19,6 +19,7 @@ import {
 import { ExecServer } from "./exec.ts";
 import { openApiV3GroupVersion, openApiV3Root } from "./openapi.ts";
 import { jsonPatch, mergePatch, PATCH_TYPES, patchTypeOf } from "./patch.ts";
+import { decodeKubernetesProtobuf } from "./protobuf.ts";
 import { groupVersion, type ResourceType } from "./resources.ts";
 import { SelectorError } from "./selectors.ts";
 import { type DeleteOptions, type KubeObject, KubeStore, StoreError } from "./store.ts";
@@ -513,16 +514,18 @@ function rawResponse(code: number, reason: string, body: string): string {
 
 class BodyError extends Error {}
 
-/** The request body: JSON, or YAML when the content type says so. Empty is undefined if `optional`. */
+/** The request body: JSON, YAML or Kubernetes protobuf as the content type says. Empty is undefined if `optional`. */
 export async function readBody(req: IncomingMessage, optional = false): Promise<unknown> {
   const chunks: Buffer[] = [];
   for await (const chunk of req) chunks.push(chunk as Buffer);
   const type = req.headers["content-type"] ?? "";
-  if (/protobuf|cbor/.test(type)) {
+  if (type.startsWith("application/vnd.kubernetes.protobuf"))
+    return decodeKubernetesProtobuf(Buffer.concat(chunks));
+  if (/cbor/.test(type)) {
     throw new StoreError(
       415,
       "UnsupportedMediaType",
-      `the body of the request was in an unknown format - accepted media types include: application/json, application/yaml`,
+      "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf",
     );
   }
   const text = Buffer.concat(chunks).toString("utf8");

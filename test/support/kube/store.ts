@@ -219,6 +219,7 @@ export class KubeStore extends EventEmitter<{ change: [WatchEvent] }> {
     delete object.metadata.resourceVersion;
     delete object.metadata.deletionTimestamp;
     if (type.plural === "namespaces") object.status = { phase: "Active" };
+    if (type.plural === "secrets" && !object.type) object.type = "Opaque";
     if (type.plural === "pods" && object.status === undefined) object.status = { phase: "Pending" };
     if (type.plural === "customresourcedefinitions") object.status = crdStatus(object);
     if (options.fieldManager !== undefined && options.operation !== "Apply") {
