@@ -22,7 +22,7 @@ function terms(selector: string): string[] {
   return out.map((t) => t.trim()).filter((t) => t !== "");
 }
 
-const KEY = String.raw`[A-Za-z0-9][-A-Za-z0-9_./]*`;
+const KEY = "[A-Za-z0-9][-A-Za-z0-9_./]*";
 
 /** A label selector as the API takes it: `=`, `==`, `!=`, `in`, `notin`, `key`, `!key`. */
 export function parseLabelSelector(selector: string | null): (o: KubeObject) => boolean {
