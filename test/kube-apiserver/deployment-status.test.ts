@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { stringify } from "yaml";
 import { type Kubectl, kubectlFor } from "../support/kube/kubectl.ts";
 import { type KubeApiServer, startKubeApiServer } from "../support/kube-apiserver.ts";
+import { until } from "../support/until.ts";
 
 let api: KubeApiServer;
 let kubectl: Kubectl;
@@ -114,9 +115,14 @@ describe("Deployment status driven by the test", () => {
 
   test("kubectl wait --for=condition=Available", async () => {
     await ok(["apply", "--server-side", "-f", "-"], manifest("waited", 1, "w:1"));
+    api.setDeploymentReady("default", "waited", false);
     const wait = kubectl.start(["wait", "--for=condition=Available", "deployment/waited", "--timeout=30s"]);
     try {
-      api.setDeploymentReady("default", "waited", false);
+      // kubectl has seen it unavailable and watches it (by name) for the condition.
+      const watching = () =>
+        api.requests.some((r) => r.path.includes("watch=true") && r.path.includes("metadata.name%3Dwaited"));
+      await until(watching, 15_000, "kubectl wait to watch the deployment");
+      expect(wait.lines).toEqual([]);
       api.setDeploymentReady("default", "waited", true);
       await wait.line("deployment.apps/waited condition met");
       expect((await wait.exited()).code).toBe(0);

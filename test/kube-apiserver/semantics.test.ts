@@ -232,9 +232,9 @@ describe("Kubernetes API test server semantics", () => {
       "pod/db-1",
       "pod/web-1",
     ]);
-    expect(await names("-A", "--field-selector", "status.phase=Running,metadata.namespace!=sel")).toEqual([
-      "pod/web-3",
-    ]);
+    expect(
+      await names("-A", "-l", "tier", "--field-selector", "status.phase=Running,metadata.namespace!=sel"),
+    ).toEqual(["pod/web-3"]);
     expect(await names("-n", "sel", "--field-selector", "metadata.name=web-2")).toEqual(["pod/web-2"]);
     expect(await names("-n", "sel", "-l", "tier in (web,db),track")).toEqual(["pod/web-1"]);
     expect(await names("-n", "sel", "-l", "tier!=web")).toEqual(["pod/db-1"]);

@@ -84,7 +84,8 @@ export function serveWatch(
     for (const e of replay) deliver(e);
   }
   const onChange = (e: WatchEvent) => {
-    if (matches(e, type, ns)) deliver(e);
+    // A custom resource served at several versions: each watch sees its own.
+    if (matches(e, type, ns)) deliver({ ...e, object: { ...e.object, apiVersion: groupVersion(type) } });
   };
   store.on("change", onChange);
   const watcher: Watcher = { bookmark: () => allowBookmarks && bookmark() };
