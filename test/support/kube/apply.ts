@@ -50,14 +50,15 @@ export function fieldSet(object: KubeObject, scope: FieldScope): Map<string, Pat
   const out = new Map<string, Path>();
   const add = (path: Path) => out.set(JSON.stringify(path), path);
   const walk = (value: Json, path: Path, field: string | undefined) => {
-    if (isObject(value) && Object.keys(value).length > 0) {
+    // An empty map or keyed list owns nothing beneath it (as structured merge diff has it).
+    if (isObject(value)) {
       for (const [k, v] of Object.entries(value)) {
         if (v === undefined) continue;
         walk(v, [...path, `f:${k}`], k);
       }
     } else if (Array.isArray(value) && field !== undefined && !scope.custom) {
       const key = mergeKeyOf(field, value);
-      if (key && value.length > 0 && value.every((e) => isObject(e) && e[key] !== undefined)) {
+      if (key && value.every((e) => isObject(e) && e[key] !== undefined)) {
         for (const element of value as JsonObject[]) {
           const segment = `k:${JSON.stringify({ [key]: element[key] })}`;
           add([...path, segment, "."]);
