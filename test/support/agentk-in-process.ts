@@ -93,7 +93,8 @@ export async function startInProcessAgentk(o: InProcessAgentkOptions): Promise<I
   });
   if (args.help) throw new Error("unexpected --help");
   const agent = createAgent(args.config, {
-    log: o.log ?? createLogger({ level: "silent" }),
+    // Its output is discarded: the agent configuration may raise the level (a file sets info).
+    log: o.log ?? createLogger({ level: "silent", destination: { write: () => true } }),
     metrics: createAgentkMetrics(),
     readiness: new ReadinessChecks(),
     tuning: { backoff: o.backoff ?? { initialMs: 50, maxMs: 200 }, ...(o.modules && { modules: o.modules }) },
