@@ -29,7 +29,7 @@ const { values: args } = parseArgs({
     parts: { type: "string", default: "1,2,3" },
     // part 1
     rounds: { type: "string", default: "50" },
-    pace: { type: "string", default: "400" },
+    pace: { type: "string", default: "600" },
     // part 2
     "steady-agents": { type: "string", default: "10000" },
     "steady-repos": { type: "string", default: "100" },
@@ -70,17 +70,29 @@ if (parts.has(1)) {
   };
   const rows = (["B", "A", "C"] as const).map((p) => {
     const s = r.ms[p];
-    if (!s || s.length === 0) return [label[p], "-", "-", "-", 0, `failed: ${r.failed[p] ?? "no rounds"}`];
+    if (!s || s.length === 0)
+      return [label[p], "-", "-", "-", 0, "-", `failed: ${r.failed[p] ?? "no rounds"}`];
     const p50 = percentile(s, 50);
     const target = p === "B" ? (p50 <= 250 ? "<= 250 ms: ok" : "<= 250 ms: MISSED") : "";
-    return [label[p], ms(p50), ms(percentile(s, 99)), ms(Math.max(...s)), s.length, target];
+    return [
+      label[p],
+      ms(p50),
+      ms(percentile(s, 99)),
+      ms(Math.max(...s)),
+      s.length,
+      r.deferredRounds[p] ?? 0,
+      target,
+    ];
   });
   const b = r.ms.B ?? [];
   const c = r.ms.C ?? [];
   out.push(
     "### push -> configuration applied in agentk",
     "",
-    markdownTable(["path", "p50 ms", "p99 ms", "max ms", "rounds", "target"], rows),
+    markdownTable(
+      ["path", "p50 ms", "p99 ms", "max ms", "rounds", "rounds with a rate-limit wait", "target"],
+      rows,
+    ),
     "",
     `Redis fan-out cost at p50 (B - C): ${b.length && c.length ? ms(percentile(b, 50) - percentile(c, 50)) : "-"} ms; ` +
       `at p99: ${b.length && c.length ? ms(percentile(b, 99) - percentile(c, 99)) : "-"} ms. ` +
@@ -207,7 +219,19 @@ if (parts.has(3)) {
       log,
     };
     log("  without configuration streams (tunnels only)");
-    const plain = await measure(common);
+    // BENCH_SCALE_PROFILE=memory: kas's process.memoryUsage() per agent, from inside (bench/scale/probe.js).
+    const profile = process.env.BENCH_SCALE_PROFILE === "memory" ? ("memory" as const) : undefined;
+    const perAgent = (m: Measurement) => {
+      if (!m.profile?.memory) return;
+      const [a, b] = m.profile.memory;
+      const keys = ["rss", "heapUsed", "external", "arrayBuffers"] as const;
+      log(
+        `  per agent: ${keys.map((k) => `${k} ${round((b.usage[k] - a.usage[k]) / 1024 / m.agents, 1)} KiB`).join(", ")}`,
+      );
+      rmSync(m.dir, { recursive: true, force: true });
+    };
+    const plain = await measure({ ...common, profile });
+    perAgent(plain);
     log("  with a configuration stream per agent");
     const streams = await measure({
       ...common,
@@ -221,7 +245,9 @@ if (parts.has(3)) {
         ]),
       ),
       configurationStreamsTimeoutMs: 300_000,
+      profile,
     });
+    perAgent(streams);
     const mib = (kib: number) => round(kib / 1024);
     const verdict = (m: Measurement) =>
       `<= 64 KiB/agent: ${m.rssPerAgentKiB <= 64 ? "ok" : "MISSED"}; < 5 % CPU: ${m.idleCpuPct < 5 ? "ok" : "MISSED"}`;

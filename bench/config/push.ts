@@ -10,8 +10,8 @@
 //    too goes through Redis pub/sub: the same hop, minus the other replica);
 //  - "C": the push to a single kas without Redis (in-process broadcast): no Redis at all.
 // Rounds rotate the paths (one agent each, so that all see the same machine), paced so that no
-// agent passes kas's per-agent Gitaly limit (1/s, burst 10, in Redis; a poll costs two calls: the
-// ref, then the file).
+// agent should pass kas's per-agent Gitaly limit (1/s, burst 10, in Redis; a poll costs two calls:
+// the ref, then the file); rounds in which kas still deferred a call for a rate limit are counted.
 //
 // kas as committed never connects the modules' own Redis clients (cmd/kas/shared: made with
 // lazyConnect, no connect()): every git_push answers 503 and no replica subscribes to the
@@ -49,6 +49,8 @@ export interface PushResult {
   failed: Partial<Record<PushPath, string>>;
   /** kas_gitaly_rate_limited_total on A and C during the rounds (calls that had to wait). */
   rateLimitWaits: number;
+  /** Rounds during which kas deferred a Gitaly call for a rate limit, per path. */
+  deferredRounds: Partial<Record<PushPath, number>>;
   /** Module Redis clients the workaround connected. */
   connectedByWorkaround: number;
 }
@@ -117,7 +119,13 @@ export async function measurePush(o: PushOptions): Promise<PushResult> {
   const agents: InProcessAgentk[] = [];
   const abort = new AbortController();
   const undo = o.workaround ? connectIdleRedisClients() : () => 0;
-  const result: PushResult = { ms: {}, failed: {}, rateLimitWaits: 0, connectedByWorkaround: 0 };
+  const result: PushResult = {
+    ms: {},
+    failed: {},
+    rateLimitWaits: 0,
+    deferredRounds: {},
+    connectedByWorkaround: 0,
+  };
   try {
     const paths = [
       { path: "B", token: TOKEN, id: 42, project: 7, name: "prod" },
@@ -246,6 +254,7 @@ export async function measurePush(o: PushOptions): Promise<PushResult> {
     const live = paths.filter((p) => result.ms[p.path] !== undefined);
     await sleep(o.paceMs);
     const waits0 = await waits();
+    let waitsBefore = waits0;
     for (let i = 0; i < live.length * o.rounds; i++) {
       if (i % 30 === 0) jwts.clear(); // signed anew now and then (they expire)
       const began = performance.now();
@@ -256,6 +265,10 @@ export async function measurePush(o: PushOptions): Promise<PushResult> {
       const t0 = performance.now();
       await push(target[p.path], p.project);
       result.ms[p.path]!.push((await applied) - t0);
+      // Outside the timed part: did this round wait for a rate limit?
+      const waitsAfter = await waits();
+      if (waitsAfter > waitsBefore) result.deferredRounds[p.path] = (result.deferredRounds[p.path] ?? 0) + 1;
+      waitsBefore = waitsAfter;
       const rest = o.paceMs - (performance.now() - began);
       if (rest > 0) await sleep(rest);
     }
