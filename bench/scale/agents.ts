@@ -3,12 +3,19 @@
 // Prints an AgentsReport line once all are up; closes every tunnel and exits on SIGTERM or when
 // stdin ends (the runner went away).
 import { readFileSync } from "node:fs";
-import { dial, TunnelSession } from "../../lib/tunnel/index.ts";
+import * as grpc from "@grpc/grpc-js";
+import { createTunnelChannel, dial, Kind, openWithHeader, TunnelSession } from "../../lib/tunnel/index.ts";
+import {
+  AgentConfigurationServiceClient,
+  type GetConfigurationResponse,
+} from "../../proto/gen/agent_configuration/v1/agent_configuration.ts";
 import type { AgentsPlan, AgentsReport } from "./protocol.ts";
 
 const plan = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as AgentsPlan;
 const ATTEMPTS = 5;
 const sessions: TunnelSession[] = [];
+const calls: Array<{ cancel(): void }> = [];
+let stopping = false;
 let failed = 0;
 let firstError: string | undefined;
 
@@ -41,12 +48,63 @@ const report: AgentsReport = {
   ...(firstError && { error: firstError }),
   seconds: (performance.now() - started) / 1000,
 };
+if (plan.configurationStreamsTimeoutMs !== undefined && failed === 0) {
+  Object.assign(report, await openConfigurationStreams(sessions, plan.configurationStreamsTimeoutMs));
+}
 process.stdout.write(`${JSON.stringify(report)}\n`);
 
-let stopping = false;
+/**
+ * As agentk's agent_configuration module does, per tunnel: a grpc-js channel whose HTTP/2
+ * connection runs over a `grpc` stream (cmd/agentk/agent.ts uses tunnelClientChannel on its
+ * reconnecting client; here the tunnel is one fixed session), and one GetConfiguration stream kept
+ * open on it. Resolves once every agent got its first configuration, or at the deadline.
+ */
+async function openConfigurationStreams(
+  all: TunnelSession[],
+  timeoutMs: number,
+): Promise<Pick<AgentsReport, "configured" | "configuredSeconds" | "configurationError">> {
+  const t0 = performance.now();
+  let configured = 0;
+  let error: string | undefined;
+  let done!: () => void;
+  const allIn = new Promise<void>((resolve) => {
+    done = resolve;
+  });
+  for (const session of all) {
+    const channel = createTunnelChannel(
+      (signal) =>
+        openWithHeader(() => session.open(), { kind: Kind.KIND_GRPC }, { signal, timeoutMs: 60_000 }),
+      { label: "kas" },
+    );
+    const client = new AgentConfigurationServiceClient("kas", grpc.credentials.createInsecure(), {
+      channelOverride: channel,
+    });
+    const call = client.getConfiguration({ commitId: "" }, new grpc.Metadata({ waitForReady: true }));
+    let first = true;
+    call.on("data", (_m: GetConfigurationResponse) => {
+      if (!first) return;
+      first = false;
+      if (++configured === all.length) done();
+    });
+    call.on("error", (err: grpc.ServiceError) => {
+      if (!stopping) error ??= `${err.code} ${err.details}`;
+    });
+    calls.push(call);
+  }
+  const timer = setTimeout(done, timeoutMs);
+  await allIn;
+  clearTimeout(timer);
+  return {
+    configured,
+    configuredSeconds: (performance.now() - t0) / 1000,
+    ...(error && { configurationError: error }),
+  };
+}
+
 function stop(): void {
   if (stopping) return;
   stopping = true;
+  for (const call of calls) call.cancel();
   const open = sessions.filter((s) => !s.closed);
   let left = open.length;
   if (left === 0) process.exit(0);

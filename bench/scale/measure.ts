@@ -27,6 +27,14 @@ export interface MeasureOptions {
   /** "memory": process.memoryUsage() from inside kas; "snapshot": heap snapshots as well; "cpu": a CPU profile of the idle window. */
   profile?: Profile | undefined;
   log: (line: string) => void;
+  /** Extra fields of agent i's static token entry (e.g. `repository`, its configuration project). */
+  tokenFields?: (i: number) => Record<string, unknown>;
+  /** Extra kas environment (settings). */
+  kasEnv?: Record<string, string>;
+  /** Each agent also holds a GetConfiguration stream (bench:config); the load process waits this long for them. */
+  configurationStreamsTimeoutMs?: number;
+  /** CPU window before any agent connects. Default: windowMs. */
+  baselineWindowMs?: number;
 }
 
 export interface Measurement {
@@ -45,6 +53,9 @@ export interface Measurement {
   loadRssPerAgentKiB: number;
   connectSeconds: number;
   kasExitCode: number | null;
+  /** With configuration streams: agents that got their first configuration, and how long all took. */
+  configured?: number;
+  configuredSeconds?: number;
   /** Profiling output, when asked for. */
   profile?: {
     memory?: [MemoryProbe, MemoryProbe];
@@ -79,12 +90,16 @@ export async function measure(o: MeasureOptions): Promise<Measurement> {
     (_, i) => `bench-${i + 1}-${randomBytes(12).toString("hex")}`,
   );
   const table = Object.fromEntries(
-    tokens.map((t, i) => [t, { agentId: i + 1, projectId: 1, agentName: `bench-${i + 1}` }]),
+    tokens.map((t, i) => [
+      t,
+      { agentId: i + 1, projectId: 1, agentName: `bench-${i + 1}`, ...o.tokenFields?.(i) },
+    ]),
   );
   writeFileSync(join(dir, "tokens.json"), JSON.stringify(table));
   const env: Record<string, string> = {
     ...(await portsEnv()),
     KAS_AGENT_STATIC_TOKENS_FILE: join(dir, "tokens.json"),
+    ...o.kasEnv,
   };
   if (o.profile === "perf") {
     env.NODE_OPTIONS = "--perf-basic-prof"; // /tmp/perf-<pid>.map names JIT code for perf
@@ -100,7 +115,7 @@ export async function measure(o: MeasureOptions): Promise<Measurement> {
     o.log(`  kas pid ${pid} up; settling ${o.settleMs} ms for the baseline`);
     await sleep(o.settleMs);
     // CPU first: the RSS reading then comes after settle + window, as startup garbage has had time to go.
-    const baselineCpuPct = await cpuPct(pid, o.windowMs);
+    const baselineCpuPct = await cpuPct(pid, o.baselineWindowMs ?? o.windowMs);
     const rssBaselineKiB = rssKiB(pid);
     const anonBaseline = smapsRollupKiB(pid).Anonymous ?? 0;
     const memory = o.profile === "memory" || o.profile === "snapshot";
@@ -112,6 +127,9 @@ export async function measure(o: MeasureOptions): Promise<Measurement> {
       tokens,
       concurrency: o.concurrency,
       keepAliveIntervalMs: o.agentKeepAliveMs,
+      ...(o.configurationStreamsTimeoutMs !== undefined && {
+        configurationStreamsTimeoutMs: o.configurationStreamsTimeoutMs,
+      }),
     };
     writeFileSync(join(dir, "plan.json"), JSON.stringify(plan));
     load = spawn(process.execPath, ["--import", "tsx", AGENTS_MAIN, join(dir, "plan.json")], {
@@ -119,11 +137,20 @@ export async function measure(o: MeasureOptions): Promise<Measurement> {
     });
     const report = await deadline(
       once(createInterface({ input: load.stdout! }), "line").then(([l]) => JSON.parse(l) as AgentsReport),
-      180_000,
+      180_000 + (o.configurationStreamsTimeoutMs ?? 0),
       "the load process did not report",
     );
     if (report.failed > 0) throw new Error(`${report.failed} of ${o.agents} tunnels failed: ${report.error}`);
     o.log(`  ${report.connected} tunnels up in ${report.seconds.toFixed(1)} s`);
+    if (report.configured !== undefined) {
+      o.log(
+        `  ${report.configured} configuration streams with their first configuration in ${report.configuredSeconds!.toFixed(1)} s` +
+          (report.configurationError ? `; first error: ${report.configurationError}` : ""),
+      );
+      if (report.configured < o.agents) {
+        throw new Error(`only ${report.configured} of ${o.agents} agents got a configuration`);
+      }
+    }
     const metrics = `${kas.addresses.observability}/metrics`;
     await waitForGauge(metrics, "kas_connected_agents", o.agents, 30_000);
     o.log(`  kas /metrics: kas_connected_agents ${o.agents}; settling ${o.settleMs} ms`);
@@ -157,6 +184,9 @@ export async function measure(o: MeasureOptions): Promise<Measurement> {
     if (perf) await deadline(once(perf, "exit"), 60_000, "perf record did not finish");
     // Still all there after the window (none dropped by keepalive).
     await waitForGauge(metrics, "kas_connected_agents", o.agents, 5_000);
+    if (o.configurationStreamsTimeoutMs !== undefined) {
+      await waitForGauge(metrics, "kas_agent_configuration_streams", o.agents, 5_000);
+    }
     if (memory) probes.push(await probeMemory(pid, dir, 1));
 
     load.kill("SIGTERM");
@@ -175,6 +205,10 @@ export async function measure(o: MeasureOptions): Promise<Measurement> {
       kasFds,
       loadRssPerAgentKiB: loadRssKiB / o.agents,
       connectSeconds: report.seconds,
+      ...(report.configured !== undefined && {
+        configured: report.configured,
+        configuredSeconds: report.configuredSeconds!,
+      }),
       kasExitCode,
       ...(o.profile && {
         profile: {

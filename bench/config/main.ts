@@ -1,0 +1,344 @@
+// npm run bench:config [-- --json] [-- --parts 1,2,3 --rounds 50 --steady-agents 10000 --agents 5000 ...]
+// Agent configuration: (1) git push -> configuration applied in agentk, across two kas replicas
+// on Redis (push.ts); (2) steady-state Gitaly calls for many agents with no changes, on a virtual
+// clock (steady.ts, a process of its own); (3) kas's RSS and idle CPU with every agent holding its
+// configuration stream, against the same without streams (bench/scale's measure, kas from the build).
+import { execFileSync, spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { AGENTK_KEEPALIVE_DEFAULT } from "../../cmd/agentk/config/index.ts";
+import { parseDuration } from "../../cmd/common/config/values.ts";
+import {
+  DEFAULT_GITALY_RATE_LIMITS,
+  type RateLimitSpec,
+  toWindows,
+} from "../../cmd/kas/repositories/rate-limits.ts";
+import { markdownTable, percentile, round } from "../lib/stats.ts";
+import { type Measurement, measure } from "../scale/measure.ts";
+import { measurePush, type PushPath, probeAsCommitted } from "./push.ts";
+import type { SteadyPlan, SteadyResult } from "./steady.ts";
+
+const AGENTK_KEEPALIVE_MS = parseDuration(AGENTK_KEEPALIVE_DEFAULT);
+const { values: args } = parseArgs({
+  options: {
+    json: { type: "boolean", default: false },
+    parts: { type: "string", default: "1,2,3" },
+    // part 1
+    rounds: { type: "string", default: "50" },
+    pace: { type: "string", default: "600" },
+    // part 2
+    "steady-agents": { type: "string", default: "10000" },
+    "steady-repos": { type: "string", default: "100" },
+    "poll-period": { type: "string", default: "300" },
+    simulate: { type: "string", default: "1500" },
+    "steady-window": { type: "string", default: "300" },
+    // part 3
+    agents: { type: "string", default: "5000" },
+    "config-repos": { type: "string", default: "10" },
+    settle: { type: "string", default: "5" },
+    window: { type: "string", default: String(AGENTK_KEEPALIVE_MS / 1000) },
+    "baseline-window": { type: "string", default: "20" },
+  },
+});
+const parts = new Set(args.parts.split(",").map(Number));
+const log = (s: string) => {
+  if (!args.json) process.stderr.write(`${s}\n`);
+};
+const out: string[] = [];
+const json: Record<string, unknown> = {};
+const ms = (n: number) => round(n, 1);
+
+// ---------------------------------------------------------------------------------------------
+if (parts.has(1)) {
+  log("part 1: push -> configuration applied in agentk");
+  const asCommitted = await probeAsCommitted();
+  log(`  kas as committed, with Redis: git_push answers ${asCommitted}`);
+  const r = await measurePush({
+    rounds: Number(args.rounds),
+    paceMs: Number(args.pace),
+    workaround: true,
+    log,
+  });
+  const label: Record<PushPath, string> = {
+    B: "push to replica B, agent on A (Redis fan-out)",
+    A: "push to replica A, agent on A (Redis pub/sub, same replica)",
+    C: "push to a single kas without Redis (baseline)",
+  };
+  const rows = (["B", "A", "C"] as const).map((p) => {
+    const s = r.ms[p];
+    if (!s || s.length === 0)
+      return [label[p], "-", "-", "-", 0, "-", `failed: ${r.failed[p] ?? "no rounds"}`];
+    const p50 = percentile(s, 50);
+    const target = p === "B" ? (p50 <= 250 ? "<= 250 ms: ok" : "<= 250 ms: MISSED") : "";
+    return [
+      label[p],
+      ms(p50),
+      ms(percentile(s, 99)),
+      ms(Math.max(...s)),
+      s.length,
+      r.deferredRounds[p] ?? 0,
+      target,
+    ];
+  });
+  const b = r.ms.B ?? [];
+  const c = r.ms.C ?? [];
+  out.push(
+    "### push -> configuration applied in agentk",
+    "",
+    markdownTable(
+      ["path", "p50 ms", "p99 ms", "max ms", "rounds", "rounds with a rate-limit wait", "target"],
+      rows,
+    ),
+    "",
+    `Redis fan-out cost at p50 (B - C): ${b.length && c.length ? ms(percentile(b, 50) - percentile(c, 50)) : "-"} ms; ` +
+      `at p99: ${b.length && c.length ? ms(percentile(b, 99) - percentile(c, 99)) : "-"} ms. ` +
+      `Rounds rotate the paths, ${args.pace} ms apart; kas_gitaly_rate_limited_total during the rounds: ${r.rateLimitWaits}.`,
+    `kas as committed, with Redis: POST git_push answers ${asCommitted} (its module Redis clients are never connected); ` +
+      `the A and B rows connect them from the bench (${r.connectedByWorkaround} clients).`,
+    "",
+  );
+  if (b.length) json.push_to_config_ms = { p50: ms(percentile(b, 50)), p99: ms(percentile(b, 99)) };
+}
+
+// ---------------------------------------------------------------------------------------------
+if (parts.has(2)) {
+  log("part 2: steady-state Gitaly calls, virtual clock");
+  const plan: SteadyPlan = {
+    agents: Number(args["steady-agents"]),
+    repos: Number(args["steady-repos"]),
+    pollPeriodS: Number(args["poll-period"]),
+    simulateS: Number(args.simulate),
+    windowS: Number(args["steady-window"]),
+  };
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", new URL("./steady.ts", import.meta.url).pathname, JSON.stringify(plan)],
+    { stdio: ["ignore", "pipe", args.json ? "ignore" : "inherit"] },
+  );
+  let text = "";
+  child.stdout!.on("data", (d: Buffer) => {
+    text += d;
+  });
+  const [code] = await once(child, "exit");
+  if (code !== 0) throw new Error(`steady.ts exited ${code}`);
+  const r = JSON.parse(text.trim().split("\n").at(-1)!) as SteadyResult;
+  const sustained = (s: RateLimitSpec) => {
+    const w = toWindows(s);
+    return w.rate.points / w.rate.durationSec + (w.burst ? w.burst.points / w.burst.durationSec : 0);
+  };
+  const d = DEFAULT_GITALY_RATE_LIMITS;
+  const allowed = (rate: number) => Math.floor(rate * r.pollPeriodS);
+  const keeps = r.callsPerS >= 0.95 * r.theoreticalPerS;
+  out.push(
+    `### Steady-state Gitaly calls, ${r.agents} agents, no changes, poll period ${r.pollPeriodS} s`,
+    "",
+    markdownTable(
+      ["metric", "measured", "theoretical (agents / period)"],
+      [
+        ["Gitaly calls/s (last window)", round(r.callsPerS, 2), round(r.theoreticalPerS, 2)],
+        ["calls per agent per hour", round(r.callsPerAgentPerHour, 2), round(3600 / r.pollPeriodS, 2)],
+        ["time between two polls of a project, p50 s", round(r.pollIntervalP50S, 1), r.pollPeriodS],
+        ["time between two polls of a project, p90 s", round(r.pollIntervalP90S, 1), r.pollPeriodS],
+        ["all agents read after a restart, s", r.allReadAtS, `< ${r.pollPeriodS}`],
+      ],
+    ),
+    "",
+    `Window: the last ${r.windowS} of ${r.simulateS} virtual seconds; calls in it by method: ` +
+      `${Object.entries(r.window)
+        .filter(([, v]) => v > 0)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(", ")}; over the whole simulation: ` +
+      `${Object.entries(r.total)
+        .filter(([, v]) => v > 0)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(", ")}; calls deferred by a rate limit: ${
+        Object.entries(r.rateLimited)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(", ") || "none"
+      }. ${r.agents} projects (one per agent, each its own Gitaly relative path and watch) on ${r.repos} bare repositories; ` +
+      `${round(r.realSeconds, 0)} s of real time.`,
+    "",
+    markdownTable(
+      [
+        "kas default limit (one replica, one Gitaly server)",
+        "token bucket",
+        "sustained calls/s here",
+        "agents it allows at this period",
+      ],
+      [
+        [
+          "gitaly.per_server_api_rate_limit",
+          `${d.perServer.ratePerSecond}/s, burst ${d.perServer.burst}`,
+          round(sustained(d.perServer), 1),
+          `${allowed(d.perServer.ratePerSecond)} (rate) - ${allowed(sustained(d.perServer))} (sustained)`,
+        ],
+        [
+          "gitaly.global_api_rate_limit",
+          `${d.processGlobal.ratePerSecond}/s, burst ${d.processGlobal.burst}`,
+          round(sustained(d.processGlobal), 1),
+          `${allowed(d.processGlobal.ratePerSecond)} - ${allowed(sustained(d.processGlobal))}`,
+        ],
+      ],
+    ),
+    "",
+    `Do the default limits let ${r.agents} agents keep the ${r.pollPeriodS} s period? ${keeps ? "yes" : "no"}: ` +
+      `measured ${round(r.callsPerS, 2)} calls/s against ${round(r.theoreticalPerS, 2)} needed.`,
+    "",
+  );
+  json.gitaly_calls_per_s = round(r.callsPerS, 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+if (parts.has(3)) {
+  const agents = Number(args.agents);
+  const nRepos = Number(args["config-repos"]);
+  log(`part 3: kas RSS and idle CPU, ${agents} agents, with and without configuration streams`);
+  const ROOT = join(import.meta.dirname, "../..");
+  log("building kas (tsc -p tsconfig.build.json)");
+  execFileSync(
+    process.execPath,
+    [createRequire(import.meta.url).resolve("typescript/bin/tsc"), "-p", "tsconfig.build.json"],
+    { cwd: ROOT, stdio: ["ignore", process.stderr, "inherit"] },
+  );
+  const kasEntry = join(ROOT, "dist/cmd/kas/main.js");
+  const dir = mkdtempSync(join(tmpdir(), "bench-config-repos-"));
+  try {
+    const repos = makeConfigRepos(dir, nRepos, agents);
+    const common = {
+      agents,
+      kasEntry,
+      settleMs: Number(args.settle) * 1000,
+      windowMs: Number(args.window) * 1000,
+      baselineWindowMs: Number(args["baseline-window"]) * 1000,
+      concurrency: 64,
+      agentKeepAliveMs: AGENTK_KEEPALIVE_MS,
+      log,
+    };
+    log("  without configuration streams (tunnels only)");
+    // BENCH_SCALE_PROFILE=memory: kas's process.memoryUsage() per agent, from inside (bench/scale/probe.js).
+    const profile = process.env.BENCH_SCALE_PROFILE === "memory" ? ("memory" as const) : undefined;
+    const perAgent = (m: Measurement) => {
+      if (!m.profile?.memory) return;
+      const [a, b] = m.profile.memory;
+      const keys = ["rss", "heapUsed", "external", "arrayBuffers"] as const;
+      log(
+        `  per agent: ${keys.map((k) => `${k} ${round((b.usage[k] - a.usage[k]) / 1024 / m.agents, 1)} KiB`).join(", ")}`,
+      );
+      rmSync(m.dir, { recursive: true, force: true });
+    };
+    const plain = await measure({ ...common, profile });
+    perAgent(plain);
+    log("  with a configuration stream per agent");
+    const streams = await measure({
+      ...common,
+      tokenFields: (i) => ({ repository: repos[i % nRepos] }),
+      // The first read of 5,000 files at kas's default 15 calls/s per server would take minutes;
+      // memory and idle CPU do not depend on it.
+      kasEnv: Object.fromEntries(
+        ["GLOBAL", "PER_SERVER"].flatMap((s) => [
+          [`KAS_GITALY_${s}_API_RATE_LIMIT_REFILL_RATE_PER_SECOND`, "1000"],
+          [`KAS_GITALY_${s}_API_RATE_LIMIT_BUCKET_SIZE`, "2000"],
+        ]),
+      ),
+      configurationStreamsTimeoutMs: 300_000,
+      profile,
+    });
+    perAgent(streams);
+    const mib = (kib: number) => round(kib / 1024);
+    const verdict = (m: Measurement) =>
+      `<= 64 KiB/agent: ${m.rssPerAgentKiB <= 64 ? "ok" : "MISSED"}; < 5 % CPU: ${m.idleCpuPct < 5 ? "ok" : "MISSED"}`;
+    const row = (name: string, m: Measurement) => [
+      name,
+      m.agents,
+      mib(m.rssBaselineKiB),
+      mib(m.rssLoadedKiB),
+      round(m.rssPerAgentKiB),
+      round(m.anonPerAgentKiB),
+      round(m.idleCpuPct, 2),
+      verdict(m),
+    ];
+    out.push(
+      `### kas with ${agents} idle agents, each holding its configuration stream`,
+      "",
+      markdownTable(
+        [
+          "agents hold",
+          "N",
+          "kas RSS baseline MiB",
+          "kas RSS with N agents MiB",
+          "RSS per agent KiB",
+          "anonymous memory per agent KiB",
+          "idle CPU % of one core",
+          "target",
+        ],
+        [row("tunnel only (bench:scale)", plain), row("tunnel + gRPC channel + GetConfiguration", streams)],
+      ),
+      "",
+      `Cost of the channel and stream per agent: RSS ${round(streams.rssPerAgentKiB - plain.rssPerAgentKiB)} KiB, ` +
+        `anonymous memory ${round(streams.anonPerAgentKiB - plain.anonPerAgentKiB)} KiB; idle CPU ` +
+        `${round(streams.idleCpuPct - plain.idleCpuPct, 2)} points. Configurations in ${nRepos} shared local git ` +
+        `repositories (${Math.ceil(agents / nRepos)} agents each, one file per agent), all ${streams.configured} ` +
+        `first configurations in ${round(streams.configuredSeconds ?? 0)} s (kas's Gitaly limits raised to 1000/s for ` +
+        `this run only). kas from the build; agents ping every ${AGENTK_KEEPALIVE_MS / 1000} s; idle window ` +
+        `${args.window} s; kas fds ${plain.kasFds} / ${streams.kasFds}; load process RSS per agent ` +
+        `${round(plain.loadRssPerAgentKiB)} / ${round(streams.loadRssPerAgentKiB)} KiB.`,
+      "",
+    );
+    json.agents = streams.agents;
+    json.rss_per_agent_kib = round(streams.rssPerAgentKiB);
+    json.idle_cpu_pct = round(streams.idleCpuPct, 2);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+if (args.json) process.stdout.write(`${JSON.stringify(json)}\n`);
+else console.log(out.join("\n"));
+process.exit(0);
+
+/** `n` bare repositories; agent i (bench-<i+1>, as bench/scale names them) has its file in repository i % n. */
+function makeConfigRepos(dir: string, n: number, agents: number): string[] {
+  const env = {
+    PATH: process.env.PATH,
+    HOME: dir,
+    GIT_CONFIG_NOSYSTEM: "1",
+    GIT_CONFIG_GLOBAL: "/dev/null",
+    GIT_AUTHOR_NAME: "bench",
+    GIT_AUTHOR_EMAIL: "bench@example.com",
+    GIT_COMMITTER_NAME: "bench",
+    GIT_COMMITTER_EMAIL: "bench@example.com",
+  };
+  const git = (repo: string, a: string[], input = "", extra: Record<string, string> = {}) =>
+    execFileSync("git", ["-C", repo, ...a], { env: { ...env, ...extra }, input, encoding: "utf8" }).trim();
+  const paths: string[] = [];
+  mkdirSync(join(dir, "repos"));
+  mkdirSync(join(dir, "files"));
+  for (let r = 0; r < n; r++) {
+    const repo = join(dir, "repos", `config-${r}.git`);
+    execFileSync("git", ["init", "-q", "--bare", "-b", "main", repo], { env });
+    // One file per agent, hashed by one git process per repository.
+    const files: string[] = [];
+    const names: string[] = [];
+    for (let i = r; i < agents; i += n) {
+      const file = join(dir, "files", `bench-${i + 1}.yaml`);
+      writeFileSync(
+        file,
+        `observability:\n  logging:\n    level: info\nci_access:\n  groups:\n    - id: bench/agent-${i + 1}\n`,
+      );
+      files.push(file);
+      names.push(`.gitlab/agents/bench-${i + 1}/config.yaml`);
+    }
+    const blobs = git(repo, ["hash-object", "-w", "--stdin-paths"], `${files.join("\n")}\n`).split("\n");
+    const lines = names.map((name, k) => `100644 ${blobs[k]}\t${name}\0`);
+    const index = { GIT_INDEX_FILE: join(dir, `index-${r}`) };
+    git(repo, ["update-index", "-z", "--index-info"], lines.join(""), index);
+    const tree = git(repo, ["write-tree"], "", index);
+    git(repo, ["update-ref", "refs/heads/main", git(repo, ["commit-tree", "-m", "agents", tree])]);
+    paths.push(repo);
+  }
+  return paths;
+}
