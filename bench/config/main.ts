@@ -19,7 +19,7 @@ import {
 } from "../../cmd/kas/repositories/rate-limits.ts";
 import { markdownTable, percentile, round } from "../lib/stats.ts";
 import { type Measurement, measure } from "../scale/measure.ts";
-import { measurePush, type PushPath, probeAsCommitted } from "./push.ts";
+import { measurePush, type PushPath } from "./push.ts";
 import type { SteadyPlan, SteadyResult } from "./steady.ts";
 
 const AGENTK_KEEPALIVE_MS = parseDuration(AGENTK_KEEPALIVE_DEFAULT);
@@ -55,12 +55,9 @@ const ms = (n: number) => round(n, 1);
 // ---------------------------------------------------------------------------------------------
 if (parts.has(1)) {
   log("part 1: push -> configuration applied in agentk");
-  const asCommitted = await probeAsCommitted();
-  log(`  kas as committed, with Redis: git_push answers ${asCommitted}`);
   const r = await measurePush({
     rounds: Number(args.rounds),
     paceMs: Number(args.pace),
-    workaround: true,
     log,
   });
   const label: Record<PushPath, string> = {
@@ -97,8 +94,6 @@ if (parts.has(1)) {
     `Redis fan-out cost at p50 (B - C): ${b.length && c.length ? ms(percentile(b, 50) - percentile(c, 50)) : "-"} ms; ` +
       `at p99: ${b.length && c.length ? ms(percentile(b, 99) - percentile(c, 99)) : "-"} ms. ` +
       `Rounds rotate the paths, ${args.pace} ms apart; kas_gitaly_rate_limited_total during the rounds: ${r.rateLimitWaits}.`,
-    `kas as committed, with Redis: POST git_push answers ${asCommitted} (its module Redis clients are never connected); ` +
-      `the A and B rows connect them from the bench (${r.connectedByWorkaround} clients).`,
     "",
   );
   if (b.length) json.push_to_config_ms = { p50: ms(percentile(b, 50)), p99: ms(percentile(b, 99)) };

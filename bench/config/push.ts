@@ -12,22 +12,16 @@
 // Rounds rotate the paths (one agent each, so that all see the same machine), paced so that no
 // agent should pass kas's per-agent Gitaly limit (1/s, burst 10, in Redis; a poll costs two calls:
 // the ref, then the file); rounds in which kas still deferred a call for a rate limit are counted.
-//
-// kas as committed never connects the modules' own Redis clients (cmd/kas/shared: made with
-// lazyConnect, no connect()): every git_push answers 503 and no replica subscribes to the
-// broadcast channel. `workaround: true` connects them from here (see connectIdleRedisClients),
-// which is what kas would do with that fixed; without it, the paths through Redis are reported failed.
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { Redis } from "ioredis";
 import { createLogger } from "../../cmd/common/observability/index.ts";
 import type { AgentConfiguration } from "../../modules/agent_configuration/schema/index.ts";
 import { gitlabJwt, OTHER_TOKEN, THIRD_TOKEN, TOKEN } from "../../test/kas/support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "../../test/kas/support/in-process.ts";
 import { type InProcessAgentk, startInProcessAgentk } from "../../test/support/agentk-in-process.ts";
-import { GitRepo } from "../../test/support/local-git-repo.ts";
+import { GitRepo } from "../../test/support/git-repo.ts";
 import { RedisServer } from "../../test/support/redis-server.ts";
 
 export interface PushOptions {
@@ -35,8 +29,6 @@ export interface PushOptions {
   rounds: number;
   /** Least time between the starts of two rounds. */
   paceMs: number;
-  /** Connect kas's never-connected module Redis clients from the bench (see the top of this file). */
-  workaround: boolean;
   log: (line: string) => void;
 }
 
@@ -51,65 +43,11 @@ export interface PushResult {
   rateLimitWaits: number;
   /** Rounds during which kas deferred a Gitaly call for a rate limit, per path. */
   deferredRounds: Partial<Record<PushPath, number>>;
-  /** Module Redis clients the workaround connected. */
-  connectedByWorkaround: number;
 }
 
 const FILE = (name: string) => `.gitlab/agents/${name}/config.yaml`;
 const config = (marker: string) => `ci_access:\n  groups:\n    - id: ${marker}\n`;
 const markerOf = (c: AgentConfiguration | undefined) => c?.ci_access?.groups?.[0]?.id;
-
-/**
- * Every ioredis client made from now on that is still unconnected 500 ms after its first listener
- * was attached (kas's router connects its own at once; the modules' are never connected) is
- * connected. Returns how many were, and undoes the patch.
- */
-function connectIdleRedisClients(): () => number {
-  const proto = Redis.prototype as unknown as { on: (...a: unknown[]) => unknown };
-  const on = proto.on;
-  const seen = new WeakSet<object>();
-  let connected = 0;
-  proto.on = function (this: Redis, ...args: unknown[]) {
-    if (!seen.has(this)) {
-      seen.add(this);
-      setTimeout(() => {
-        if (this.status !== "wait") return;
-        connected++;
-        this.connect().catch(() => {});
-      }, 500).unref();
-    }
-    return on.apply(this, args);
-  };
-  return () => {
-    proto.on = on;
-    return connected;
-  };
-}
-
-/** kas as committed, with Redis: what POST git_push answers (status and body), 2 s after start. */
-export async function probeAsCommitted(): Promise<string> {
-  const redis = await RedisServer.start();
-  try {
-    const kas = await startInProcessKas(() => {}, { redis: { host: redis.host, port: redis.port } });
-    try {
-      await sleep(2_000);
-      const res = await fetch(`${kas.addresses.api}/api/v1/notifications/git_push`, {
-        method: "POST",
-        body: JSON.stringify({ project: { id: 7 } }),
-        headers: {
-          "content-type": "application/json",
-          "gitlab-kas-api-request": await gitlabJwt(kas.apiSecret),
-        },
-      });
-      const body = await res.text();
-      return `${res.status}${body ? ` ${body.trim()}` : ""}`;
-    } finally {
-      await kas.close();
-    }
-  } finally {
-    await redis.close();
-  }
-}
 
 export async function measurePush(o: PushOptions): Promise<PushResult> {
   const dir = await mkdtemp(join(tmpdir(), "bench-config-push-"));
@@ -118,13 +56,11 @@ export async function measurePush(o: PushOptions): Promise<PushResult> {
   const kases: InProcessKas[] = [];
   const agents: InProcessAgentk[] = [];
   const abort = new AbortController();
-  const undo = o.workaround ? connectIdleRedisClients() : () => 0;
   const result: PushResult = {
     ms: {},
     failed: {},
     rateLimitWaits: 0,
     deferredRounds: {},
-    connectedByWorkaround: 0,
   };
   try {
     const paths = [
@@ -281,6 +217,5 @@ export async function measurePush(o: PushOptions): Promise<PushResult> {
     await redis.close();
     await Promise.all(repos.map((r) => r.remove()));
     await rm(dir, { recursive: true, force: true });
-    result.connectedByWorkaround = undo();
   }
 }
