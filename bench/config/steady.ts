@@ -53,7 +53,7 @@ export interface SteadyResult {
 }
 
 const plan = JSON.parse(process.argv[2]!) as SteadyPlan;
-const startedReal = performance.now();
+const startedReal = real.monotonic();
 
 // --- repositories: `repos` bare repositories, `agents` symlinks (one project per agent) ---
 const dir = mkdtempSync(join(tmpdir(), "bench-config-steady-"));
@@ -228,7 +228,7 @@ while (clock.now() < end) {
   if (clock.now() >= nextProgress) {
     nextProgress += 300_000;
     process.stderr.write(
-      `  steady: ${Math.round((clock.now() - t0) / 1000)} virtual s, ${Math.round((performance.now() - startedReal) / 1000)} real s\n`,
+      `  steady: ${Math.round((clock.now() - t0) / 1000)} virtual s, ${Math.round((real.monotonic() - startedReal) / 1000)} real s\n`,
     );
   }
 }
@@ -257,7 +257,7 @@ const result: SteadyResult = {
   pollIntervalP50S: pct(50),
   pollIntervalP90S: pct(90),
   rateLimited: Object.fromEntries(limited.values.map((v) => [String(v.labels.scope), v.value])),
-  realSeconds: (performance.now() - startedReal) / 1000,
+  realSeconds: (real.monotonic() - startedReal) / 1000,
 };
 watches.close();
 process.stdout.write(`${JSON.stringify(result)}\n`);

@@ -22,6 +22,8 @@ export const real = {
   clearTimeout: globalThis.clearTimeout,
   setImmediate: globalThis.setImmediate,
   now: Date.now,
+  /** The monotonic clock, in ms, whatever `install` did to `performance.now`. */
+  monotonic: performance.now.bind(performance),
 };
 
 /** A handle with the methods Node's Timeout has (ref/unref/refresh/hasRef, a numeric primitive). */
@@ -137,7 +139,7 @@ export class VirtualClock {
     return fired;
   }
 
-  /** Replaces the process's timers and Date with this clock's. */
+  /** Replaces the process's timers, Date and performance.now with this clock's. */
   install(): void {
     const clock = this;
     const g = globalThis as unknown as Record<string, unknown>;
@@ -157,6 +159,8 @@ export class VirtualClock {
       }
     }
     g.Date = VirtualDate;
+    // The in-process rate limits measure refills on the monotonic clock.
+    Object.defineProperty(performance, "now", { value: () => clock.#now, configurable: true, writable: true });
     // node:timers and node:timers/promises (imported by name, e.g. the FIFO rate-limit waits):
     // change the CommonJS exports, then push them to the ESM bindings.
     const require = createRequire(import.meta.url);
