@@ -4,6 +4,7 @@
 // configuration's type all come from this one schema.
 import { z } from "zod";
 import { agentConfigurationKasSection } from "../../../modules/agent_configuration/kas/config.ts";
+import { gitopsKasSection } from "../../../modules/gitops/kas/config.ts";
 import { kubernetesApiKasSection } from "../../../modules/kubernetes_api/kas/config.ts";
 import { observabilityKasSection } from "../../../modules/observability/config.ts";
 import {
@@ -86,6 +87,7 @@ const agent = z.object({
   infoCacheMaxEntries: countSetting({ default: 10000, doc: "Bound on cached authentications." }),
   kubernetesApi: kubernetesApiKasSection,
   configuration: agentConfigurationKasSection,
+  gitops: gitopsKasSection,
 });
 
 const api = z.object({
