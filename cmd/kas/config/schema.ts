@@ -74,7 +74,7 @@ const agent = z.object({
     doc: "How long a request for an agent waits for its tunnel (on any replica) before failing with 503.",
   }),
   staticTokensFile: fileSetting({
-    doc: "YAML/JSON file of token -> {agentId, projectId, agentName, repository}: authenticates agents without GitLab (development); repository, the absolute path of a git repository on kas's disk, is the agent's configuration project.",
+    doc: "YAML/JSON file of token -> {agentId, projectId, agentName, repository, manifest_projects}: authenticates agents without GitLab (development); repository, the absolute path of a git repository on kas's disk, is the agent's configuration project; manifest_projects maps the full paths of the GitOps manifest projects the agent may read to the absolute paths of their git repositories.",
   }),
   infoCacheTtlMs: durationSetting({
     default: "300s",

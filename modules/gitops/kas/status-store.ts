@@ -124,13 +124,16 @@ export class RedisStatusStore implements GitopsStatusStore {
 
   async put<P extends Part>(agentId: string, project: string, part: P, value: NonNullable<ProjectStatus[P]>) {
     const key = this.#key(agentId);
-    await this.#write(() =>
-      this.redis.client
-        .multi()
-        .hset(key, `${part}\0${project}`, JSON.stringify(value))
-        .pexpire(key, this.ttlMs)
-        .exec(),
-    );
+    const field = `${part}\0${project}`;
+    await this.#write(async () => {
+      // Bounded like the memory store: an agent naming ever new projects cannot grow its hash.
+      const [exists, size] = await Promise.all([
+        this.redis.client.hexists(key, field),
+        this.redis.client.hlen(key),
+      ]);
+      if (!exists && size >= MAX_PROJECTS_PER_AGENT * PARTS.length) return;
+      await this.redis.client.multi().hset(key, field, JSON.stringify(value)).pexpire(key, this.ttlMs).exec();
+    });
   }
 
   async clear(agentId: string, project: string, part: Part) {
