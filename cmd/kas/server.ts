@@ -7,6 +7,7 @@ import { StreamDispatcher, type TunnelOptions } from "../../lib/tunnel/index.ts"
 import { agentConfigurationModule } from "../../modules/agent_configuration/kas/module.ts";
 import { agentTrackerModule } from "../../modules/agent_tracker/kas/module.ts";
 import type { AgentTracker } from "../../modules/agent_tracker/kas/tracker.ts";
+import { gitopsModule } from "../../modules/gitops/kas/module.ts";
 import { kubernetesApiModule } from "../../modules/kubernetes_api/kas/module.ts";
 import { observabilityModule } from "../../modules/observability/module.ts";
 import type {
@@ -28,6 +29,7 @@ import {
   kubernetesProxyAccess,
   TokenRecheck,
 } from "./auth/index.ts";
+import { type ConfiguredProjectAccess, createProjectAccessFromConfig } from "./auth/project-access.ts";
 import type { KasConfig, KasSecrets } from "./config/index.ts";
 import { agentListenerModule, agentRpcModule, apiFrontModule } from "./core-modules.ts";
 import { createKasMetrics, type KasMetrics, type Logger, ReadinessChecks } from "./observability/index.ts";
@@ -90,6 +92,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
   });
 
   let authenticator: ConfiguredAuthenticator | undefined;
+  let projects: ConfiguredProjectAccess | undefined;
   let tokenRecheck: TokenRecheck | undefined;
   let router: Router | undefined;
   let agentHttp: AgentHttpProxy | undefined;
@@ -113,6 +116,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
     await shared?.close();
     tokenRecheck?.destroy();
     await authenticator?.close();
+    await projects?.close();
   };
 
   return {
@@ -132,6 +136,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
     async start() {
       try {
         authenticator = await createAuthenticatorFromConfig(config, secrets, log);
+        projects = createProjectAccessFromConfig(config, secrets, log);
         if (authenticator.recheckIntervalMs !== undefined) {
           tokenRecheck = new TokenRecheck({
             authenticator,
@@ -191,6 +196,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
             tracker = t;
           }),
           agentConfigurationModule(config.agent.configuration),
+          gitopsModule(config.agent.gitops),
           serviceProxyModule(),
           kubernetesApiModule(config.agent.kubernetesApi, await kubernetesProxyAccess(config)),
           apiFrontModule(config, secrets, api),
@@ -207,6 +213,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
           agentRpc,
           api,
           repositories,
+          projects,
           broadcast: shared.broadcast,
           ...(shared.redis && { redis: shared.redis }),
         });

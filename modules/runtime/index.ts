@@ -19,7 +19,11 @@ export type {
   KasModuleDeps,
   KasModuleFactory,
   KasRedis,
+  ProjectAccess,
+  ProjectAccessErrorCode,
+  ProjectRepository,
 } from "./kas.ts";
+export { ProjectAccessError } from "./kas.ts";
 export { LatestValue } from "./latest.ts";
 export { LEADER_ONLY, leaderOnly } from "./leader.ts";
 export { type Listening, listenerModule } from "./listener-module.ts";

@@ -12,7 +12,7 @@ import type { Logger, ReadinessChecks, RequestMetrics } from "../../cmd/common/o
 import type { Router } from "../../lib/router/index.ts";
 import type { StreamDispatcher, TunnelSession } from "../../lib/tunnel/index.ts";
 import type { ModuleFactory } from "./module.ts";
-import type { RepositoryReader } from "./repositories.ts";
+import type { RepositoryLocation, RepositoryReader } from "./repositories.ts";
 
 /** Where the agent's project lives in Gitaly, as GitLab's `agent_info` reports it. */
 export interface GitalyInfo {
@@ -41,6 +41,8 @@ export interface AgentInfo {
   gitalyRepository?: GitalyRepository;
   /** Without GitLab: the agent's configuration project as a git repository on kas's disk (static tokens file). */
   localRepository?: string;
+  /** Without GitLab: the manifest projects the agent may read, full path -> git repository on kas's disk. */
+  localManifestProjects?: Readonly<Record<string, string>>;
 }
 
 /** What kas knows about the agent at the other end of a tunnel (`session.identity`). */
@@ -110,6 +112,38 @@ export interface KasRedis {
   keyPrefix: string;
 }
 
+/** A project an agent may read, and where its repository is. */
+export interface ProjectRepository {
+  /** GitLab's numeric id ("" when unknown, e.g. a local repository). */
+  projectId: string;
+  location: RepositoryLocation;
+}
+
+export type ProjectAccessErrorCode = "not_found" | "forbidden" | "unavailable";
+
+/** Why an agent may not read a project, or why kas cannot tell now (`unavailable`: try again later). */
+export class ProjectAccessError extends Error {
+  override name = "ProjectAccessError";
+  constructor(
+    readonly code: ProjectAccessErrorCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Which projects an agent may read (GitLab's `project_info` with the agent's token, cached; without
+ * GitLab, the static tokens file's list).
+ */
+export interface ProjectAccess {
+  /**
+   * The repository of `project` (a numeric id or a full path, as agent configuration names it) if
+   * the agent may read it; rejects with a ProjectAccessError otherwise.
+   */
+  repositoryFor(agent: AgentIdentity, project: string, signal?: AbortSignal): Promise<ProjectRepository>;
+}
+
 /** What every kas module is built from. */
 export interface KasModuleDeps {
   log: Logger;
@@ -133,6 +167,8 @@ export interface KasModuleDeps {
   api: ApiRoutes;
   /** Reads projects' repositories (Gitaly, or local git), rate-limited toward Gitaly. */
   repositories: RepositoryReader;
+  /** Which projects an agent may read, and where they are. */
+  projects: ProjectAccess;
   broadcast: Broadcast;
   /** Absent in single-replica mode. */
   redis?: KasRedis;

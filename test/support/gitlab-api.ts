@@ -1,5 +1,6 @@
 // A stand-in for GitLab's internal API as kas uses it, speaking the real wire protocol:
-// GET /api/v4/internal/kubernetes/agent_info with `Authorization: Bearer <agent token>` and kas's
+// GET /api/v4/internal/kubernetes/agent_info (and project_info?id=<id or full path>, the projects
+// an agent may read) with `Authorization: Bearer <agent token>` and kas's
 // HS256 JWT in `Gitlab-Kas-Api-Request` (iss gitlab-kas, aud gitlab), answered with GitLab's JSON
 // field names and GitLab's error bodies. The JWT is verified in full with jose, as Rails does.
 import { EventEmitter, once } from "node:events";
@@ -19,6 +20,21 @@ export interface TestAgent {
   gitalyAddress?: string;
   /** Default "gitaly-secret-token" (kas must never log it). */
   gitalyToken?: string;
+}
+
+/** A project `project_info` answers for, by numeric id or full path. */
+export interface TestProject {
+  projectId: number;
+  /** Full path, e.g. "group/manifests". */
+  path: string;
+  /** Default "main". */
+  defaultBranch?: string;
+  /** Default "tcp://127.0.0.1:8075". */
+  gitalyAddress?: string;
+  /** Default "gitaly-secret-token". */
+  gitalyToken?: string;
+  /** Agent tokens that may read it (others get 403). Default: every known agent. */
+  readers?: string[];
 }
 
 /** How to answer the next agent_info requests instead of normally. */
@@ -42,11 +58,13 @@ export interface RecordedRequest {
 }
 
 export const AGENT_INFO_PATH = "/api/v4/internal/kubernetes/agent_info";
+export const PROJECT_INFO_PATH = "/api/v4/internal/kubernetes/project_info";
 
 export class GitLabApiServer {
   readonly #server: Server;
   readonly #secret: Uint8Array;
   readonly #agents = new Map<string, TestAgent>();
+  readonly #projects: TestProject[] = [];
   readonly #refusals = new Map<string, 403 | 404>();
   readonly #faults: Fault[] = [];
   readonly #hanging = new Set<ServerResponse>();
@@ -65,10 +83,12 @@ export class GitLabApiServer {
   static async start(options: {
     secret: Uint8Array;
     agents?: Record<string, TestAgent>;
+    projects?: TestProject[];
     pathPrefix?: string;
   }): Promise<GitLabApiServer> {
     const api = new GitLabApiServer(options.secret, options.pathPrefix ?? "");
     for (const [token, agent] of Object.entries(options.agents ?? {})) api.addAgent(token, agent);
+    for (const project of options.projects ?? []) api.addProject(project);
     await new Promise<void>((resolve) => api.#server.listen(0, "127.0.0.1", resolve));
     const { port } = api.#server.address() as AddressInfo;
     api.url = `http://127.0.0.1:${port}${api.#prefix}`;
@@ -77,6 +97,16 @@ export class GitLabApiServer {
 
   addAgent(token: string, agent: TestAgent): void {
     this.#agents.set(token, agent);
+  }
+
+  /** A project `project_info` knows (by id and by full path). */
+  addProject(project: TestProject): void {
+    this.#projects.push(project);
+  }
+
+  /** project_info requests received so far. */
+  get projectInfoRequests(): number {
+    return this.requests.filter((r) => r.path === PROJECT_INFO_PATH).length;
   }
 
   /** The token is revoked: GitLab no longer knows it (401). */
@@ -128,7 +158,8 @@ export class GitLabApiServer {
       res.writeHead(status, { "content-type": "application/json" }).end(text);
     };
 
-    if (path !== AGENT_INFO_PATH) return reply(404, { message: "404 Not Found" });
+    if (path !== AGENT_INFO_PATH && path !== PROJECT_INFO_PATH)
+      return reply(404, { message: "404 Not Found" });
     if (req.method !== "GET") return reply(405, { message: "405 Method Not Allowed" });
     // Rails checks kas's JWT before anything else.
     if (!jwt.ok) return reply(401, { message: "KAS JWT authentication invalid" });
@@ -149,6 +180,15 @@ export class GitLabApiServer {
     const refusal = this.#refusals.get(agentToken!);
     if (refusal === 403) return reply(403, { message: "403 Forbidden" });
     if (refusal === 404) return reply(404, { message: "404 Agent Not Found" });
+    if (path === PROJECT_INFO_PATH) {
+      const id = url.searchParams.get("id") ?? "";
+      const project = this.#projects.find((p) => String(p.projectId) === id || p.path === id);
+      if (project === undefined) return reply(404, { message: "404 Project Not Found" });
+      if (project.readers !== undefined && !project.readers.includes(agentToken!)) {
+        return reply(403, { message: "403 Forbidden" });
+      }
+      return reply(200, projectInfoBody(project));
+    }
     const body = agentInfoBody(agent);
     if (fault === "wrong-shape") delete (body as Partial<typeof body>).agent_id;
     return reply(200, body);
@@ -190,5 +230,24 @@ export function agentInfoBody(agent: TestAgent) {
       gl_project_path: projectPath,
     },
     default_branch: agent.defaultBranch ?? "main",
+  };
+}
+
+/** The project_info body as GitLab's Rails API renders it. */
+export function projectInfoBody(project: TestProject) {
+  return {
+    project_id: project.projectId,
+    gitaly_info: {
+      address: project.gitalyAddress ?? "tcp://127.0.0.1:8075",
+      token: project.gitalyToken ?? "gitaly-secret-token",
+      features: {},
+    },
+    gitaly_repository: {
+      storage_name: "default",
+      relative_path: `${project.path}.git`,
+      gl_repository: `project-${project.projectId}`,
+      gl_project_path: project.path,
+    },
+    default_branch: project.defaultBranch ?? "main",
   };
 }

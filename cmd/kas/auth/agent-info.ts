@@ -23,7 +23,7 @@ export function parseAgentInfoResponse(body: unknown): AgentInfo {
   return info;
 }
 
-function parseGitalyInfo(r: Reader, o: Record<string, unknown>): GitalyInfo {
+export function parseGitalyInfo(r: Reader, o: Record<string, unknown>): GitalyInfo {
   const info: GitalyInfo = { address: r.string(o, "address", "gitaly_info."), features: {} };
   const token = r.optionalString(o, "token", "gitaly_info.", true);
   if (token !== undefined) info.token = token;
@@ -36,7 +36,7 @@ function parseGitalyInfo(r: Reader, o: Record<string, unknown>): GitalyInfo {
   return info;
 }
 
-function parseGitalyRepository(r: Reader, o: Record<string, unknown>): GitalyRepository {
+export function parseGitalyRepository(r: Reader, o: Record<string, unknown>): GitalyRepository {
   const p = "gitaly_repository.";
   const repo: GitalyRepository = {
     storageName: r.string(o, "storage_name", p),
@@ -57,7 +57,7 @@ function parseGitalyRepository(r: Reader, o: Record<string, unknown>): GitalyRep
 }
 
 /** Field accessors that fail with the field's name. */
-class Reader {
+export class Reader {
   constructor(readonly what: string) {}
 
   fail(field: string, message: string): AgentAuthError {

@@ -38,14 +38,29 @@ export interface GitLabAuthenticatorOptions {
   userAgent?: string;
 }
 
+/** How one internal API endpoint's refusals read (401 is also how GitLab refuses kas's own JWT). */
+export interface InternalApiRefusals {
+  /** The endpoint, for logs: "agent_info", "project_info". */
+  what: string;
+  /** 401: the agent token is not known (GitLab's detail is not shown). */
+  unauthenticated: string;
+  /** 403, followed by GitLab's detail. */
+  forbidden: string;
+  /** 404, followed by GitLab's detail. */
+  notFound: string;
+}
+
 /**
- * Authenticates agent tokens against GitLab's internal API: `GET /api/v4/internal/kubernetes/agent_info`
- * with the agent's token as `Authorization: Bearer` and kas's own JWT in `Gitlab-Kas-Api-Request`.
- * 401/403/404 are answers; everything else (5xx, network, timeouts, bodies of the wrong shape) is
- * `unavailable` and retried with backoff until the deadline. No caching here: see CachedAuthenticator.
+ * GitLab's internal API (`/api/v4/internal/kubernetes/...`) as kas calls it with an agent's token:
+ * `Authorization: Bearer <agent token>` and kas's own JWT in `Gitlab-Kas-Api-Request`. 401/403/404
+ * are answers (AgentAuthError unauthenticated / permission_denied / not_found); everything else
+ * (5xx, network, timeouts, bodies of the wrong shape) is `unavailable` and retried with backoff
+ * until the deadline. Shared by the agent authentication and the project access lookups.
  */
-export class GitLabAuthenticator implements AgentAuthenticator {
-  readonly #url: string;
+export class GitLabInternalApi {
+  readonly #base: URL;
+  /** GitLab's relative URL root without a trailing slash ("" at the root). */
+  readonly #basePath: string;
   readonly #secret: Uint8Array;
   readonly #dispatcher: Dispatcher;
   readonly #ownsDispatcher: boolean;
@@ -58,9 +73,9 @@ export class GitLabAuthenticator implements AgentAuthenticator {
   readonly #userAgent: string;
 
   constructor(options: GitLabAuthenticatorOptions) {
-    const base = new URL(options.gitlabUrl);
-    base.pathname = `${base.pathname.replace(/\/+$/, "")}${AGENT_INFO_PATH}`;
-    this.#url = base.href;
+    this.#base = new URL(options.gitlabUrl);
+    this.#basePath = this.#base.pathname.replace(/\/+$/, "");
+    this.#base.search = "";
     if (options.secret.length === 0) throw new RangeError("GitLabAuthenticator: empty secret");
     this.#secret = options.secret;
     this.#requestTimeoutMs = options.requestTimeoutMs ?? 5000;
@@ -83,33 +98,60 @@ export class GitLabAuthenticator implements AgentAuthenticator {
       });
   }
 
-  async authenticateAgent(token: string, options: AuthenticateOptions = {}): Promise<AgentInfo> {
+  /**
+   * `GET <gitlab><path>?<query>` with the agent's token; a 200's JSON body goes to `parse` (which
+   * throws an `unavailable` AgentAuthError for a body of the wrong shape).
+   */
+  async get<T>(
+    path: string,
+    query: Record<string, string>,
+    token: string,
+    refusals: InternalApiRefusals,
+    parse: (json: unknown) => T,
+    signal?: AbortSignal,
+  ): Promise<T> {
+    const url = new URL(this.#base.href);
+    url.pathname = `${this.#basePath}${path}`;
+    for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
     const deadline = Date.now() + this.#retryDeadlineMs;
     const backoff = new Backoff(this.#backoff);
     for (let attempt = 1; ; attempt++) {
-      options.signal?.throwIfAborted();
+      signal?.throwIfAborted();
       const remaining = deadline - Date.now();
       try {
-        return await this.#attempt(token, Math.min(this.#requestTimeoutMs, remaining), options.signal);
+        const { status, body } = await this.#attempt(
+          url.href,
+          token,
+          Math.min(this.#requestTimeoutMs, remaining),
+          signal,
+        );
+        return this.#interpret(status, body, refusals, parse);
       } catch (err) {
-        if (!(err instanceof AgentAuthError) || err.definitive || options.signal?.aborted) throw err;
+        if (!(err instanceof AgentAuthError) || err.definitive || signal?.aborted) throw err;
         const delay = backoff.next();
         const exhausted = attempt >= this.#maxAttempts || Date.now() + delay >= deadline;
         this.#log?.warn(
           { err: err.message, attempt, ...(!exhausted && { retryInMs: delay }) },
-          exhausted ? "GitLab agent_info failed, giving up" : "GitLab agent_info failed, retrying",
+          exhausted
+            ? `GitLab ${refusals.what} failed, giving up`
+            : `GitLab ${refusals.what} failed, retrying`,
         );
         if (exhausted) throw err;
-        await sleep(delay, undefined, options.signal ? { signal: options.signal } : {});
+        await sleep(delay, undefined, signal ? { signal } : {});
       }
     }
   }
 
-  async #attempt(token: string, timeoutMs: number, signal: AbortSignal | undefined): Promise<AgentInfo> {
+  async #attempt(
+    url: string,
+    token: string,
+    timeoutMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<{ status: number; body: string }> {
     const timeout = AbortSignal.timeout(Math.max(1, timeoutMs));
     let response: Dispatcher.ResponseData;
     try {
-      response = await request(this.#url, {
+      response = await request(url, {
         method: "GET",
         dispatcher: this.#dispatcher,
         signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
@@ -126,7 +168,7 @@ export class GitLabAuthenticator implements AgentAuthenticator {
       throw new AgentAuthError("unavailable", `GitLab is unreachable: ${why}`, { cause: err });
     }
     const body = await this.#readBody(response, signal, timeout);
-    return this.#interpret(response.statusCode, body);
+    return { status: response.statusCode, body };
   }
 
   async #readBody(response: Dispatcher.ResponseData, signal: AbortSignal | undefined, timeout: AbortSignal) {
@@ -153,7 +195,7 @@ export class GitLabAuthenticator implements AgentAuthenticator {
     }
   }
 
-  #interpret(status: number, body: string): AgentInfo {
+  #interpret<T>(status: number, body: string, refusals: InternalApiRefusals, parse: (json: unknown) => T): T {
     const detail = gitlabMessage(body);
     switch (status) {
       case 200: {
@@ -161,9 +203,12 @@ export class GitLabAuthenticator implements AgentAuthenticator {
         try {
           json = JSON.parse(body);
         } catch {
-          throw new AgentAuthError("unavailable", "GitLab returned an agent_info response that is not JSON");
+          throw new AgentAuthError(
+            "unavailable",
+            `GitLab returned an ${refusals.what} response that is not JSON`,
+          );
         }
-        return parseAgentInfoResponse(json);
+        return parse(json);
       }
       case 401:
         if (/KAS JWT/i.test(detail)) {
@@ -177,19 +222,56 @@ export class GitLabAuthenticator implements AgentAuthenticator {
             "kas cannot authenticate to GitLab (shared secret mismatch)",
           );
         }
-        throw new AgentAuthError("unauthenticated", "agent token is invalid or revoked");
+        throw new AgentAuthError("unauthenticated", refusals.unauthenticated);
       case 403:
-        throw new AgentAuthError("permission_denied", `GitLab refused the agent token${suffix(detail)}`);
+        throw new AgentAuthError("permission_denied", `${refusals.forbidden}${suffix(detail)}`);
       case 404:
-        throw new AgentAuthError("not_found", `agent not found${suffix(detail)}`);
+        throw new AgentAuthError("not_found", `${refusals.notFound}${suffix(detail)}`);
       default:
         throw new AgentAuthError("unavailable", `GitLab answered HTTP ${status}${suffix(detail)}`);
     }
   }
 
-  /** Closes the connection pool if this authenticator created it. */
+  /** Closes the connection pool if this client created it. */
   async close(): Promise<void> {
     if (this.#ownsDispatcher) await this.#dispatcher.close();
+  }
+}
+
+const AGENT_INFO_REFUSALS: InternalApiRefusals = {
+  what: "agent_info",
+  unauthenticated: "agent token is invalid or revoked",
+  forbidden: "GitLab refused the agent token",
+  notFound: "agent not found",
+};
+
+/**
+ * Authenticates agent tokens against GitLab's internal API: `GET /api/v4/internal/kubernetes/agent_info`
+ * with the agent's token as `Authorization: Bearer` and kas's own JWT in `Gitlab-Kas-Api-Request`.
+ * 401/403/404 are answers; everything else (5xx, network, timeouts, bodies of the wrong shape) is
+ * `unavailable` and retried with backoff until the deadline. No caching here: see CachedAuthenticator.
+ */
+export class GitLabAuthenticator implements AgentAuthenticator {
+  readonly #api: GitLabInternalApi;
+
+  constructor(options: GitLabAuthenticatorOptions) {
+    this.#api = new GitLabInternalApi(options);
+  }
+
+  authenticateAgent(token: string, options: AuthenticateOptions = {}): Promise<AgentInfo> {
+    return this.#api.get(
+      AGENT_INFO_PATH,
+      {},
+      token,
+      AGENT_INFO_REFUSALS,
+      parseAgentInfoResponse,
+      options.signal,
+    );
+  }
+
+  /** Closes the connection pool if this authenticator created it. */
+  close(): Promise<void> {
+    return this.#api.close();
   }
 }
 

@@ -12,6 +12,8 @@ export interface StaticAgent {
   agentName: string;
   /** The agent's configuration project as a git repository on kas's disk (no Gitaly needed). */
   localRepository?: string;
+  /** The manifest projects (GitOps) the agent may read: full path -> git repository on kas's disk. */
+  localManifestProjects?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -37,11 +39,19 @@ export class StaticTokenAuthenticator implements AgentAuthenticator {
       if (timingSafeEqual(entry.digest, digest) && found === undefined) found = entry.agent;
     }
     if (found === undefined) throw new AgentAuthError("unauthenticated", "agent token is invalid or revoked");
-    return { ...found };
+    const { localManifestProjects, ...agent } = found;
+    return {
+      ...agent,
+      ...(localManifestProjects && { localManifestProjects: { ...localManifestProjects } }),
+    };
   }
 }
 
-/** Reads a YAML or JSON file mapping each token to `{agentId, projectId, agentName, repository?}`. Errors never show a token. */
+/**
+ * Reads a YAML or JSON file mapping each token to `{agentId, projectId, agentName, repository?,
+ * manifest_projects?}` (`manifest_projects`: full project path -> absolute path of its git
+ * repository). Errors never show a token.
+ */
 export async function loadStaticTokens(path: string): Promise<StaticTokenAuthenticator> {
   let text: string;
   try {
@@ -84,12 +94,45 @@ export function parseStaticTokens(text: string, path = "static tokens file"): Ma
       throw new Error(`${where}: agentName: expected a non-empty string`);
     if (v.repository !== undefined && (typeof v.repository !== "string" || !isAbsolute(v.repository)))
       throw new Error(`${where}: repository: expected the absolute path of a git repository`);
+    const manifests = manifestProjects(where, v.manifest_projects);
     tokens.set(token, {
       agentId: id("agentId"),
       projectId: id("projectId"),
       agentName: v.agentName,
       ...(typeof v.repository === "string" && { localRepository: v.repository }),
+      ...(manifests && { localManifestProjects: manifests }),
     });
   });
   return tokens;
+}
+
+/** `manifest_projects: {"group/project": "/abs/path/to/repo"}` of one entry; `where` names the entry, never its token. */
+function manifestProjects(where: string, value: unknown): Record<string, string> | undefined {
+  if (value === undefined || value === null) return undefined;
+  const field = `${where}: manifest_projects`;
+  if (typeof value !== "object" || Array.isArray(value)) {
+    throw new Error(
+      `${field}: expected a mapping of project full path -> absolute path of its git repository`,
+    );
+  }
+  const out: Record<string, string> = Object.create(null);
+  for (const [project, path] of Object.entries(value)) {
+    if (
+      project === "" ||
+      /^\d+$/.test(project) ||
+      project.startsWith("/") ||
+      project.endsWith("/") ||
+      project.includes("//") ||
+      /\s/.test(project)
+    ) {
+      throw new Error(
+        `${field}: ${JSON.stringify(project)}: expected a project's full path, e.g. "group/project"`,
+      );
+    }
+    if (typeof path !== "string" || !isAbsolute(path)) {
+      throw new Error(`${field}.${project}: expected the absolute path of a git repository`);
+    }
+    out[project] = path;
+  }
+  return out;
 }

@@ -4,6 +4,7 @@
 // configuration's type all come from this one schema.
 import { z } from "zod";
 import { agentConfigurationKasSection } from "../../../modules/agent_configuration/kas/config.ts";
+import { gitopsKasSection } from "../../../modules/gitops/kas/config.ts";
 import { kubernetesApiKasSection } from "../../../modules/kubernetes_api/kas/config.ts";
 import { observabilityKasSection } from "../../../modules/observability/config.ts";
 import {
@@ -73,7 +74,7 @@ const agent = z.object({
     doc: "How long a request for an agent waits for its tunnel (on any replica) before failing with 503.",
   }),
   staticTokensFile: fileSetting({
-    doc: "YAML/JSON file of token -> {agentId, projectId, agentName, repository}: authenticates agents without GitLab (development); repository, the absolute path of a git repository on kas's disk, is the agent's configuration project.",
+    doc: "YAML/JSON file of token -> {agentId, projectId, agentName, repository, manifest_projects}: authenticates agents without GitLab (development); repository, the absolute path of a git repository on kas's disk, is the agent's configuration project; manifest_projects maps the full paths of the GitOps manifest projects the agent may read to the absolute paths of their git repositories.",
   }),
   infoCacheTtlMs: durationSetting({
     default: "300s",
@@ -86,6 +87,7 @@ const agent = z.object({
   infoCacheMaxEntries: countSetting({ default: 10000, doc: "Bound on cached authentications." }),
   kubernetesApi: kubernetesApiKasSection,
   configuration: agentConfigurationKasSection,
+  gitops: gitopsKasSection,
 });
 
 const api = z.object({

@@ -50,6 +50,14 @@ describe("kas configuration", () => {
         infoCacheMaxEntries: 10_000,
         kubernetesApi: { listen: { address: { host: "0.0.0.0", port: 8154 } }, urlPathPrefix: "/" },
         configuration: { pollPeriodMs: 300_000, maxConfigurationFileSize: 131_072 },
+        gitops: {
+          pollPeriodMs: 20_000,
+          projectInfoCacheTtlMs: 300_000,
+          maxManifestFileSize: 5_242_880,
+          maxTotalManifestFileSize: 20_971_520,
+          maxNumberOfPaths: 100,
+          maxNumberOfFiles: 1000,
+        },
       },
       gitaly: {
         globalApiRateLimit: { refillRatePerSecond: 30, bucketSize: 70 },

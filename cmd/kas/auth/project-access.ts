@@ -1,0 +1,234 @@
+// Which projects an agent may read, and where their repositories are (the GitOps module's manifest
+// projects): GitLab's `GET /api/v4/internal/kubernetes/project_info?id=<id or full path>` with the
+// agent's token (cached per token and project); without GitLab, the `manifest_projects` of the
+// agent's entry in the static tokens file.
+
+import {
+  type AgentIdentity,
+  type ProjectAccess,
+  ProjectAccessError,
+  type ProjectAccessErrorCode,
+  type ProjectRepository,
+} from "../../../modules/runtime/kas.ts";
+import { tokenDigest } from "../../common/agent-token.ts";
+import type { KasConfig, KasSecrets } from "../config/index.ts";
+import { parseGitalyInfo, parseGitalyRepository, Reader } from "./agent-info.ts";
+import { AgentAuthError } from "./errors.ts";
+import { type AuthLog, GitLabInternalApi, type InternalApiRefusals } from "./gitlab-authenticator.ts";
+
+export const PROJECT_INFO_PATH = "/api/v4/internal/kubernetes/project_info";
+
+const PROJECT_INFO_REFUSALS: InternalApiRefusals = {
+  what: "project_info",
+  unauthenticated: "GitLab does not accept the agent's token",
+  forbidden: "the agent may not read this project",
+  notFound: "no such project",
+};
+
+/**
+ * The body of GitLab's `project_info`: `{project_id, gitaly_info, gitaly_repository,
+ * default_branch}` (GitLab's wire names) -> where the project's repository is in Gitaly.
+ */
+export function parseProjectInfoResponse(body: unknown): ProjectRepository {
+  const r = new Reader("project_info response");
+  const root = r.object(body, "");
+  return {
+    projectId: r.id(root, "project_id"),
+    location: {
+      backend: "gitaly",
+      gitaly: parseGitalyInfo(r, r.object(root.gitaly_info, "gitaly_info")),
+      repository: parseGitalyRepository(r, r.object(root.gitaly_repository, "gitaly_repository")),
+    },
+  };
+}
+
+/** A project as agent configuration may name it: a numeric id, or a full path "group/sub/project". */
+export function projectNameProblem(project: string): string | undefined {
+  if (project === "") return "is empty";
+  if (project.length > 1024) return "is longer than 1024 characters";
+  if (/^\d+$/.test(project)) return /^[1-9]\d{0,18}$/.test(project) ? undefined : "is not a valid id";
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
+  if (/[\x00-\x1f\x7f]/.test(project)) return "contains control characters";
+  if (project.startsWith("/") || project.endsWith("/") || project.includes("//"))
+    return "has an empty path component";
+  return undefined;
+}
+
+function refused(code: ProjectAccessErrorCode, project: string, why: string): ProjectAccessError {
+  return new ProjectAccessError(code, `project ${JSON.stringify(project)}: ${why}`);
+}
+
+/** Without GitLab: the agent's `manifest_projects` from the static tokens file; any other project is forbidden. */
+export class StaticProjectAccess implements ProjectAccess {
+  async repositoryFor(agent: AgentIdentity, project: string): Promise<ProjectRepository> {
+    const problem = projectNameProblem(project);
+    if (problem) throw refused("not_found", project, `the project name ${problem}`);
+    const path = agent.localManifestProjects?.[project];
+    if (path === undefined || !Object.hasOwn(agent.localManifestProjects!, project)) {
+      throw refused(
+        "forbidden",
+        project,
+        `not among the manifest projects of agent ${agent.agentId} (manifest_projects of its entry in the static tokens file)`,
+      );
+    }
+    return { projectId: "", location: { backend: "local", path } };
+  }
+}
+
+export interface GitLabProjectAccessOptions {
+  /** How long an answer is reused. Default 5 min (agent.gitops.project_info_cache_ttl). */
+  ttlMs?: number;
+  /** How long a refusal (401/403/404) is reused. Default 1 min (agent.info_cache_error_ttl). */
+  errorTtlMs?: number;
+  /** Entries kept at most; the least recently used go first. Default 10 000. */
+  maxEntries?: number;
+  now?: () => number;
+}
+
+type Outcome = { repository: ProjectRepository } | { error: ProjectAccessError };
+
+/**
+ * GitLab's `project_info` with the agent's token, cached per (token digest, project): the token
+ * itself is never a key nor logged. Concurrent lookups of one pair share one request;
+ * `unavailable` is never cached.
+ */
+export class GitLabProjectAccess implements ProjectAccess {
+  readonly #api: GitLabInternalApi;
+  readonly #ttlMs: number;
+  readonly #errorTtlMs: number;
+  readonly #maxEntries: number;
+  readonly #now: () => number;
+  /** Insertion order is recency order. */
+  readonly #entries = new Map<string, { outcome: Outcome; expiresAt: number }>();
+  readonly #inFlight = new Map<string, Promise<Outcome>>();
+
+  constructor(api: GitLabInternalApi, options: GitLabProjectAccessOptions = {}) {
+    this.#api = api;
+    this.#ttlMs = options.ttlMs ?? 300_000;
+    this.#errorTtlMs = options.errorTtlMs ?? 60_000;
+    this.#maxEntries = options.maxEntries ?? 10_000;
+    this.#now = options.now ?? Date.now;
+  }
+
+  async repositoryFor(
+    agent: AgentIdentity,
+    project: string,
+    signal?: AbortSignal,
+  ): Promise<ProjectRepository> {
+    const problem = projectNameProblem(project);
+    if (problem) throw refused("not_found", project, `the project name ${problem}`);
+    const token = agent.token.reveal();
+    const key = `${tokenDigest(token).toString("base64")}\0${project}`;
+    const outcome = await (this.#lookup(key) ?? wait(this.#fetch(key, token, project), signal));
+    if ("error" in outcome) throw outcome.error;
+    return outcome.repository;
+  }
+
+  #lookup(key: string): Outcome | undefined {
+    const entry = this.#entries.get(key);
+    if (entry === undefined) return undefined;
+    this.#entries.delete(key);
+    if (entry.expiresAt <= this.#now()) return undefined;
+    this.#entries.set(key, entry);
+    return entry.outcome;
+  }
+
+  #fetch(key: string, token: string, project: string): Promise<Outcome> {
+    let flight = this.#inFlight.get(key);
+    if (flight) return flight;
+    // Shared by every caller: no single caller's signal may cancel it; the API's deadline bounds it.
+    flight = this.#api
+      .get(PROJECT_INFO_PATH, { id: project }, token, PROJECT_INFO_REFUSALS, parseProjectInfoResponse)
+      .then(
+        (repository) => this.#store(key, { repository }, this.#ttlMs),
+        (err: unknown) => {
+          const error = toAccessError(project, err);
+          return error.code === "unavailable" ? { error } : this.#store(key, { error }, this.#errorTtlMs);
+        },
+      );
+    this.#inFlight.set(key, flight);
+    void flight.finally(() => this.#inFlight.delete(key));
+    return flight;
+  }
+
+  #store(key: string, outcome: Outcome, ttlMs: number): Outcome {
+    this.#entries.delete(key);
+    this.#entries.set(key, { outcome, expiresAt: this.#now() + ttlMs });
+    while (this.#entries.size > this.#maxEntries) this.#entries.delete(this.#entries.keys().next().value!);
+    return outcome;
+  }
+
+  close(): Promise<void> {
+    return this.#api.close();
+  }
+}
+
+function toAccessError(project: string, err: unknown): ProjectAccessError {
+  if (!(err instanceof AgentAuthError)) {
+    return refused("unavailable", project, `cannot ask GitLab: ${(err as Error)?.message ?? String(err)}`);
+  }
+  switch (err.code) {
+    case "unauthenticated":
+    case "permission_denied":
+      return refused("forbidden", project, `GitLab refuses the agent access: ${err.message}`);
+    case "not_found":
+      return refused(
+        "not_found",
+        project,
+        `GitLab does not know it, or hides it from the agent: ${err.message}`,
+      );
+    default:
+      return refused("unavailable", project, `cannot ask GitLab now: ${err.message}`);
+  }
+}
+
+function wait<T>(flight: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (signal === undefined) return flight;
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    flight.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
+}
+
+export interface ConfiguredProjectAccess extends ProjectAccess {
+  close(): Promise<void>;
+}
+
+/**
+ * Agents authenticated by GitLab (their identity names a Gitaly server) ask GitLab; agents of the
+ * static tokens file read their `manifest_projects`.
+ */
+export function createProjectAccessFromConfig(
+  config: KasConfig,
+  secrets: KasSecrets,
+  log?: AuthLog,
+): ConfiguredProjectAccess {
+  const local = new StaticProjectAccess();
+  let gitlab: GitLabProjectAccess | undefined;
+  if (config.gitlab.address !== undefined && secrets.gitlabAuthSecret !== undefined) {
+    gitlab = new GitLabProjectAccess(
+      new GitLabInternalApi({
+        gitlabUrl: config.gitlab.address,
+        secret: secrets.gitlabAuthSecret,
+        ...(config.gitlab.caCertificateFile !== undefined && { caFile: config.gitlab.caCertificateFile }),
+        requestTimeoutMs: config.gitlab.requestTimeoutMs,
+        retryDeadlineMs: config.gitlab.retryDeadlineMs,
+        ...(log && { log }),
+      }),
+      {
+        ttlMs: config.agent.gitops.projectInfoCacheTtlMs,
+        errorTtlMs: config.agent.infoCacheErrorTtlMs,
+        maxEntries: config.agent.infoCacheMaxEntries,
+      },
+    );
+  }
+  return {
+    repositoryFor(agent, project, signal) {
+      const viaGitLab = gitlab !== undefined && agent.gitalyInfo !== undefined;
+      return viaGitLab ? gitlab!.repositoryFor(agent, project, signal) : local.repositoryFor(agent, project);
+    },
+    close: async () => gitlab?.close(),
+  };
+}

@@ -1,0 +1,118 @@
+// One commit's manifest files for one stream: the files its globs match (hidden ones never), read
+// within kas's limits. A limit exceeded is a Refusal, whose message names the limit and the numbers.
+import * as grpc from "@grpc/grpc-js";
+import {
+  type RefSelector,
+  type RepositoryCallContext,
+  RepositoryError,
+  type RepositoryLocation,
+  type RepositoryReader,
+} from "../../runtime/index.ts";
+import { matchingFiles } from "./globs.ts";
+
+/** Ends a stream with `code` and `message` (shown to the agent and on GitLab's API). */
+export class Refusal extends Error {
+  override name = "Refusal";
+  constructor(
+    readonly code: grpc.status,
+    message: string,
+  ) {
+    super(message);
+  }
+
+  get codeName(): string {
+    return grpc.status[this.code] ?? String(this.code);
+  }
+}
+
+export interface ManifestLimits {
+  maxManifestFileSize: number;
+  maxTotalManifestFileSize: number;
+  maxNumberOfFiles: number;
+}
+
+export interface ManifestFile {
+  path: string;
+  data: Buffer;
+}
+
+/**
+ * The files of `commit` matching `globs`, read in full before anything is sent (so an agent never
+ * gets part of a commit that a limit refuses): at most `maxTotalManifestFileSize` bytes plus one
+ * file are held. Throws a Refusal for a limit, the repository's error otherwise.
+ */
+export async function readManifests(
+  repositories: RepositoryReader,
+  location: RepositoryLocation,
+  commit: string,
+  globs: readonly string[],
+  limits: ManifestLimits,
+  ctx: RepositoryCallContext,
+): Promise<ManifestFile[]> {
+  const files = matchingFiles(await repositories.listFiles(location, commit, "", ctx), globs);
+  if (files.length > limits.maxNumberOfFiles) {
+    throw new Refusal(
+      grpc.status.RESOURCE_EXHAUSTED,
+      `commit ${commit}: the path globs match ${files.length} files, more than max_number_of_files (${limits.maxNumberOfFiles})`,
+    );
+  }
+  const out: ManifestFile[] = [];
+  let total = 0;
+  for (const [i, file] of files.entries()) {
+    let data: Buffer | undefined;
+    try {
+      data = await repositories.readFile(location, commit, file.path, limits.maxManifestFileSize, ctx);
+    } catch (err) {
+      if (err instanceof RepositoryError && err.code === "too_large") {
+        throw new Refusal(
+          grpc.status.RESOURCE_EXHAUSTED,
+          `commit ${commit}: ${file.path} is larger than max_manifest_file_size (${limits.maxManifestFileSize} bytes)`,
+        );
+      }
+      throw err;
+    }
+    if (data === undefined) continue; // not a blob after all (a submodule), or gone
+    total += data.length;
+    if (total > limits.maxTotalManifestFileSize) {
+      throw new Refusal(
+        grpc.status.RESOURCE_EXHAUSTED,
+        `commit ${commit}: the matching files are larger than max_total_manifest_file_size (${limits.maxTotalManifestFileSize} bytes): ${total} bytes in the first ${i + 1} of ${files.length} files`,
+      );
+    }
+    out.push({ path: file.path, data });
+  }
+  return out;
+}
+
+/** Why `ref` cannot name a commit (git's ref-name rules; a commit is a full object id), or undefined. */
+export function refProblem(ref: RefSelector): string | undefined {
+  if ("commit" in ref) {
+    return /^(?:[0-9a-fA-F]{40}|[0-9a-fA-F]{64})$/.test(ref.commit)
+      ? undefined
+      : `commit ${JSON.stringify(ref.commit)} is not a full hex commit id`;
+  }
+  const [kind, name] = "branch" in ref ? ["branch", ref.branch] : "tag" in ref ? ["tag", ref.tag] : [];
+  if (kind === undefined || name === undefined) return undefined;
+  const bad = (why: string) => `${kind} name ${JSON.stringify(name)} ${why}`;
+  if (name === "") return bad("is empty");
+  if (name.length > 1024) return bad("is longer than 1024 characters");
+  if (name.startsWith("-")) return bad('starts with "-"');
+  if (name === "HEAD" || name === "@") return bad("is not a branch or tag");
+  if (name.includes("..") || name.includes("@{")) return bad('contains ".." or "@{"');
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
+  if (/[\x00-\x20\x7f~^:?*[\\]/.test(name))
+    return bad("contains a space, a control character or one of ~^:?*[\\");
+  if (name.startsWith("/") || name.endsWith("/") || name.includes("//"))
+    return bad("has an empty path component");
+  if (name.endsWith(".")) return bad('ends with "."');
+  if (name.split("/").some((p) => p.startsWith(".") || p.endsWith(".lock")))
+    return bad('has a component starting with "." or ending with ".lock"');
+  return undefined;
+}
+
+export function describeRef(ref: RefSelector): string {
+  if ("branch" in ref) return `branch ${JSON.stringify(ref.branch)}`;
+  if ("tag" in ref) return `tag ${JSON.stringify(ref.tag)}`;
+  if ("commit" in ref) return `commit ${ref.commit}`;
+  return "the default branch";
+}

@@ -1,0 +1,208 @@
+// Polling manifest projects' refs. One watch per (repository, ref), shared by every stream that
+// follows it: each poll is one cheap ref lookup; the files are read by each stream (its own globs)
+// only when the commit moved. A push notification polls at once; a failed poll retries sooner,
+// backing off; polling stays the fallback.
+import { setMaxListeners } from "node:events";
+import type { Logger } from "../../../cmd/common/observability/index.ts";
+import {
+  type RefSelector,
+  RepositoryError,
+  type RepositoryLocation,
+  type RepositoryReader,
+  repositoryKey,
+} from "../../runtime/index.ts";
+import type { GitopsMetrics } from "./metrics.ts";
+
+/** What a poll found: the commit the ref points at (undefined: no such ref), or why it failed. */
+export type RefEvent = { ok: true; commit: string | undefined } | { ok: false; error: unknown };
+
+export interface RefSubscription {
+  location: RepositoryLocation;
+  ref: RefSelector;
+  /** Rate limits are per agent: the lookup is charged to one of the watch's agents. */
+  agentId: string;
+  /** Names a push notification may use for the project: its numeric id, its full path(s). */
+  projectNames: readonly string[];
+}
+
+/** Which project a push was to: GitLab's project id, or its full path. */
+export interface PushedProject {
+  id?: string;
+  fullPath?: string;
+}
+
+type Listener = (event: RefEvent) => void;
+
+interface Watch {
+  key: string;
+  location: RepositoryLocation;
+  ref: RefSelector;
+  subscribers: Map<Listener, RefSubscription>;
+  timer: NodeJS.Timeout | undefined;
+  polling: Promise<void> | undefined;
+  again: boolean;
+  /** The last poll's result; undefined before the first. */
+  last: RefEvent | undefined;
+  failures: number;
+}
+
+export interface RefWatchesOptions {
+  repositories: RepositoryReader;
+  pollPeriodMs: number;
+  metrics: GitopsMetrics;
+  log: Logger;
+  random?: () => number;
+}
+
+export function refKey(ref: RefSelector): string {
+  if ("branch" in ref) return `branch:${ref.branch}`;
+  if ("tag" in ref) return `tag:${ref.tag}`;
+  if ("commit" in ref) return `commit:${ref.commit}`;
+  return "default";
+}
+
+export class RefWatches {
+  readonly #o: RefWatchesOptions;
+  readonly #watches = new Map<string, Watch>();
+  readonly #abort = new AbortController();
+
+  constructor(options: RefWatchesOptions) {
+    this.#o = options;
+    setMaxListeners(0, this.#abort.signal);
+  }
+
+  get size(): number {
+    return this.#watches.size;
+  }
+
+  /**
+   * `listener` hears the ref's commit now (if a poll of this watch already found it; else the first
+   * poll runs at once) and after every poll that found a different commit or failed, until the
+   * returned function is called.
+   */
+  subscribe(sub: RefSubscription, listener: Listener): () => void {
+    const key = `${repositoryKey(sub.location)}\0${refKey(sub.ref)}`;
+    let watch = this.#watches.get(key);
+    if (!watch) {
+      watch = {
+        key,
+        location: sub.location,
+        ref: sub.ref,
+        subscribers: new Map(),
+        timer: undefined,
+        polling: undefined,
+        again: false,
+        last: undefined,
+        failures: 0,
+      };
+      this.#watches.set(key, watch);
+      this.#o.metrics.watches.set(this.#watches.size);
+    }
+    watch.location = sub.location; // the newest credentials
+    watch.subscribers.set(listener, sub);
+    if (watch.last?.ok) this.#deliver(listener, watch.last);
+    else if (watch.polling === undefined) void this.#poll(watch);
+    const w = watch;
+    return () => {
+      w.subscribers.delete(listener);
+      if (w.subscribers.size > 0 || this.#watches.get(w.key) !== w) return;
+      clearTimeout(w.timer);
+      this.#watches.delete(w.key);
+      this.#o.metrics.watches.set(this.#watches.size);
+    };
+  }
+
+  /** A push to `project`: polls at once every watch one of whose streams follows it. Returns how many. */
+  pushed(project: PushedProject): number {
+    let n = 0;
+    for (const watch of this.#watches.values()) {
+      const matches = [...watch.subscribers.values()].some(
+        (s) =>
+          (project.id !== undefined && s.projectNames.includes(project.id)) ||
+          (project.fullPath !== undefined && s.projectNames.includes(project.fullPath)),
+      );
+      if (matches) {
+        n++;
+        void this.#poll(watch);
+      }
+    }
+    return n;
+  }
+
+  close(): void {
+    this.#abort.abort(new Error("kas is stopping"));
+    for (const w of this.#watches.values()) clearTimeout(w.timer);
+    this.#watches.clear();
+  }
+
+  #nextPollIn(watch: Watch): number {
+    if (watch.failures === 0) return this.#o.pollPeriodMs;
+    const backoff = 1000 * 2 ** Math.min(watch.failures - 1, 16);
+    return Math.min(this.#o.pollPeriodMs, backoff * (0.75 + (this.#o.random ?? Math.random)() * 0.5));
+  }
+
+  #poll(watch: Watch): Promise<void> {
+    if (watch.polling) {
+      watch.again = true;
+      return watch.polling;
+    }
+    clearTimeout(watch.timer);
+    watch.polling = (async () => {
+      do {
+        watch.again = false;
+        await this.#pollOnce(watch);
+      } while (watch.again && this.#watches.get(watch.key) === watch && !this.#abort.signal.aborted);
+    })().finally(() => {
+      watch.polling = undefined;
+      if (this.#watches.get(watch.key) === watch && !this.#abort.signal.aborted) {
+        watch.timer = setTimeout(() => void this.#poll(watch), this.#nextPollIn(watch));
+      }
+    });
+    return watch.polling;
+  }
+
+  async #pollOnce(watch: Watch): Promise<void> {
+    const first = watch.subscribers.values().next().value;
+    if (!first) return;
+    let event: RefEvent;
+    try {
+      const commit = await this.#o.repositories.resolveRef(watch.location, watch.ref, {
+        agentId: first.agentId,
+        signal: this.#abort.signal,
+      });
+      event = { ok: true, commit };
+    } catch (err) {
+      if (this.#abort.signal.aborted) return;
+      event = { ok: false, error: err };
+    }
+    const previous = watch.last;
+    watch.last = event;
+    if (!event.ok) {
+      const code = event.error instanceof RepositoryError ? event.error.code : "failed";
+      this.#o.metrics.polls.inc({ result: "error" });
+      this.#o.metrics.repositoryErrors.inc({ code });
+      if (watch.failures === 0) {
+        this.#o.log.warn(
+          { repository: watch.key, code, err: (event.error as Error)?.message },
+          "cannot poll manifest project",
+        );
+      }
+      watch.failures++;
+    } else {
+      watch.failures = 0;
+      const changed = !previous?.ok || previous.commit !== event.commit;
+      this.#o.metrics.polls.inc({ result: changed ? "changed" : "unchanged" });
+      // Streams compare with what their agent has: an unchanged commit is news to nobody.
+      if (!changed) return;
+    }
+    for (const listener of [...watch.subscribers.keys()]) this.#deliver(listener, event);
+  }
+
+  #deliver(listener: Listener, event: RefEvent): void {
+    try {
+      listener(event);
+    } catch (err) {
+      this.#o.log.error({ err }, "gitops ref listener failed");
+    }
+  }
+}
