@@ -123,7 +123,9 @@ export function gitopsAgentModuleEveryReplica(options: GitopsAgentOptions): Agen
         async close(graceMs) {
           for (const w of workers.values()) w.stop();
           const all = Promise.all([following, ...[...workers.values()].map((w) => w.done)]);
-          await Promise.race([all, sleep(graceMs)]);
+          const grace = new AbortController();
+          await Promise.race([all, sleep(graceMs, undefined, { signal: grace.signal }).catch(() => {})]);
+          grace.abort();
           workers.clear();
         },
         // No client.close(): it would close the channel, which is agentk's and shared by every module.
