@@ -10,6 +10,8 @@ import {
 } from "../../lib/tunnel/index.ts";
 import { agentConfigurationAgentModule } from "../../modules/agent_configuration/agentk/module.ts";
 import { agentTrackerAgentModule } from "../../modules/agent_tracker/agentk/module.ts";
+import { gitopsAgentModule } from "../../modules/gitops/agentk/module.ts";
+import { loadKubeConfig } from "../../modules/kubernetes_api/agentk/kubeconfig.ts";
 import { kubernetesApiAgentModule } from "../../modules/kubernetes_api/agentk/module.ts";
 import { observabilityModule } from "../../modules/observability/module.ts";
 import {
@@ -62,7 +64,23 @@ function agentkModules(config: AgentkConfig, kasConnection: AgentkModuleFactory)
     agentConfigurationAgentModule({ logLevel: config.logLevel }),
     kubernetesApiAgentModule(config.kubernetes),
     serviceProxyAgentModule(config.services),
+    // Once per agent (leaderOnly): applies the manifest projects of the agent configuration.
+    gitopsAgentModule({ kubeConfig: () => gitopsKubeConfig(config) }),
   ];
+}
+
+/** agentk's Kubernetes client configuration for GitOps (none without a cluster). */
+async function gitopsKubeConfig(config: AgentkConfig) {
+  if (config.kubernetes.kind === "none") return undefined;
+  const { kc } = await loadKubeConfig(config.kubernetes);
+  if (config.kubernetes.kind === "in-cluster") {
+    // The service account's token, re-read as it rotates (client-node's token-file provider).
+    kc.users[0] = {
+      name: "service-account",
+      authProvider: { name: "tokenFile", config: { tokenFile: config.kubernetes.tokenFile } },
+    };
+  }
+  return kc;
 }
 
 export function createAgent(config: AgentkConfig, deps: AgentDeps): Agent {

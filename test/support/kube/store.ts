@@ -335,7 +335,7 @@ export class KubeStore extends EventEmitter<{ change: [WatchEvent] }> {
     }
     if (type.plural === "customresourcedefinitions") {
       checkCrd(object as unknown as CustomResourceDefinition, name);
-      object.status = crdStatus(object);
+      object.status = crdStatus(object, current.status);
     }
     object.metadata.generation = specChanged(current, object) ? (generation ?? 0) + 1 : (generation ?? 1);
     if (options.operation === "Apply") {
@@ -727,9 +727,15 @@ function checkCrd(crd: CustomResourceDefinition, name: string) {
   }
 }
 
-function crdStatus(object: KubeObject) {
+/** A CRD's status; an unchanged condition keeps its `lastTransitionTime` from `previous`, as on the real server. */
+function crdStatus(object: KubeObject, previous?: unknown) {
   const crd = object as unknown as CustomResourceDefinition;
-  const time = now();
+  const before = (
+    previous as { conditions?: { type?: string; status?: string; lastTransitionTime?: string }[] }
+  )?.conditions;
+  const time = before?.every((c) => c.status === "True" && c.lastTransitionTime)
+    ? (before.find((c) => c.type === "Established")?.lastTransitionTime ?? now())
+    : now();
   return {
     acceptedNames: crd.spec.names,
     storedVersions: crd.spec.versions
