@@ -160,7 +160,11 @@ export class VirtualClock {
     }
     g.Date = VirtualDate;
     // The in-process rate limits measure refills on the monotonic clock.
-    Object.defineProperty(performance, "now", { value: () => clock.#now, configurable: true, writable: true });
+    Object.defineProperty(performance, "now", {
+      value: () => clock.#now,
+      configurable: true,
+      writable: true,
+    });
     // node:timers and node:timers/promises (imported by name, e.g. the FIFO rate-limit waits):
     // change the CommonJS exports, then push them to the ESM bindings.
     const require = createRequire(import.meta.url);
