@@ -1,14 +1,14 @@
 // Which files of a manifest project an agent gets: its path globs, with GitLab's semantics
-// (doublestar: `*` within one directory, `**` across directories, `{a,b}` alternatives), matched by
-// Node's own glob matcher (`path.posix.matchesGlob`). Hidden files and everything in hidden
-// directories (a path component starting with ".", e.g. `.gitlab/`) are never sent.
-import { posix } from "node:path";
+// (doublestar: `*` within one directory, `**` across directories, `{a,b}` alternatives), matched
+// with picomatch. A leading "/" anchors at the project's root, as GitLab's documentation writes
+// globs (`/**/*.{yaml,yml,json}`): globs are relative to the root either way. Hidden files and
+// everything in hidden directories (a path component starting with ".", e.g. `.gitlab/`) are never sent.
+import picomatch from "picomatch";
 
 /** Why `glob` cannot be used, or undefined. */
 export function globProblem(glob: string): string | undefined {
   if (glob === "") return "is empty";
   if (glob.length > 1024) return "is longer than 1024 characters";
-  if (glob.startsWith("/")) return "is absolute (globs are relative to the project's root)";
   // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
   if (/[\x00-\x1f\x7f]/.test(glob)) return "contains control characters";
   if (glob.split("/").some((part) => part === "..")) return 'has a ".." component';
@@ -25,5 +25,6 @@ export function matchingFiles<T extends { path: string }>(
   files: readonly T[],
   globs: readonly string[],
 ): T[] {
-  return files.filter((f) => !isHidden(f.path) && globs.some((g) => posix.matchesGlob(f.path, g)));
+  const matches = picomatch(globs.map((g) => g.replace(/^\/+/, "")));
+  return files.filter((f) => !isHidden(f.path) && matches(f.path));
 }

@@ -8,7 +8,13 @@ import { type InProcessKas, startInProcessKas } from "../support/in-process.ts";
 // Graceful stop, in-process: what SIGTERM runs in the kas process.
 describe("kas stop", () => {
   const watches: ServerResponse[] = [];
-  const cluster = createServer((_req, res) => {
+  // Serves only the pod watch the test makes; anything else agentk asks for itself (its leader
+  // election's Lease) is not found.
+  const cluster = createServer((req, res) => {
+    if (!req.url?.startsWith("/api/v1/pods")) {
+      res.writeHead(404, { "content-type": "application/json" }).end('{"kind":"Status","code":404}');
+      return;
+    }
     res.writeHead(200, { "content-type": "application/json" });
     res.write('{"type":"ADDED"}\n');
     watches.push(res);

@@ -149,11 +149,16 @@ describe("GitopsService over an agent's tunnel, local manifest projects", () => 
     }
   });
 
-  test("globs: ** crosses directories, * does not, braces; dot-directories and dot-files are skipped", async () => {
+  test("globs: ** crosses directories, * does not, braces, a leading / anchors at the root; dot-directories and dot-files are skipped", async () => {
     const cases: Array<[string[], string[]]> = [
       [["*.yaml"], ["root.yaml"]],
       [["manifests/*.{yaml,json}"], ["manifests/a.yaml", "manifests/c.json"]],
       [["**/*.yaml"], ["manifests/a.yaml", "manifests/sub/deeper/b.yaml", "root.yaml"]],
+      // GitLab's documentation writes globs from the root: `/**/*.{yaml,yml,json}`.
+      [
+        ["/**/*.{yaml,json}"],
+        ["manifests/a.yaml", "manifests/c.json", "manifests/sub/deeper/b.yaml", "root.yaml"],
+      ],
       [["manifests/**"], ["manifests/a.yaml", "manifests/c.json", "manifests/sub/deeper/b.yaml"]],
       [[".gitlab/**/*.yaml", "manifests/.dot/*.yaml"], []],
     ];
@@ -234,7 +239,12 @@ describe("GitopsService over an agent's tunnel, local manifest projects", () => 
       /4 path globs, more than max_number_of_paths \(3\)/,
     ],
     ["an empty glob", [""], grpc.status.INVALID_ARGUMENT, /paths\[0\] glob "" is empty/],
-    ["an absolute glob", ["/etc/*"], grpc.status.INVALID_ARGUMENT, /glob "\/etc\/\*" is absolute/],
+    [
+      "a glob leaving the project",
+      ["../*"],
+      grpc.status.INVALID_ARGUMENT,
+      /glob "\.\.\/\*" has a "\.\." component/,
+    ],
   ])(
     "a limit (%s): nothing sent, the stream ends with the status and why",
     async (_, globs, code, message) => {
