@@ -23,7 +23,8 @@ const BIG = "group/big";
 /** Named in the agent's configuration, not among its token's manifest projects. */
 const SECRET = "group/secret";
 const MAX_FILES = 30;
-const DRIFT_MS = 1500;
+// Long enough that a sync's report is read before the next re-apply replaces it on kas's API.
+const DRIFT_MS = 3000;
 const WAIT = 8000;
 
 const OWNING_INVENTORY = "config.k8s.io/owning-inventory";
@@ -116,7 +117,7 @@ function manifestFiles(change = 0): Record<string, string> {
 const MANIFEST_OBJECTS: [string, string | undefined, string][] = [
   ["widgets.example.com", "team-a", "w1"],
   ["widgets.example.com", "team-b", "w2"],
-  ["widgets.example.com", "apps", "w3"],
+  ["widgets.example.com", "shared", "w3"],
   ["customresourcedefinitions", undefined, "widgets.example.com"],
   ["namespaces", undefined, "apps"],
   ["namespaces", undefined, "team-a"],
@@ -124,9 +125,9 @@ const MANIFEST_OBJECTS: [string, string | undefined, string][] = [
   ...[0, 1, 2, 3, 4, 5].map((i) => ["configmaps", "team-a", `cm-${i}`] as [string, string, string]),
   ...[0, 1, 2, 3].map((i) => ["configmaps", "team-b", `cm-${i}`] as [string, string, string]),
   ["secrets", "team-b", "creds"],
-  ["services", "apps", "web"],
-  ["serviceaccounts", "apps", "web"],
-  ["configmaps", "apps", "web-settings"],
+  ["services", "shared", "web"],
+  ["serviceaccounts", "shared", "web"],
+  ["configmaps", "shared", "web-settings"],
   ["clusterroles", undefined, "widget-reader"],
   ["roles", "team-a", "reader"],
   ["configmaps", "shared", "from-manifests"],
@@ -181,11 +182,13 @@ describe("GitOps end to end: kas + agentk + git + the Kubernetes test server", (
   const projectsConfig: ConfigProject[] = [
     {
       id: MANIFESTS,
-      default_namespace: "apps",
+      default_namespace: "shared",
       paths: [{ glob: "manifests/**/*.{yaml,yml}" }],
       prune: true,
     },
-    { id: OTHER, default_namespace: "other", paths: [{ glob: "*.yaml" }], prune: false },
+    // The same default namespace as group/manifests: both inventories live side by side there, and
+    // objects without a namespace of both projects go there.
+    { id: OTHER, default_namespace: "shared", paths: [{ glob: "*.yaml" }], prune: false },
     { id: BIG, default_namespace: "shared", paths: [{ glob: "**/*.yaml" }], prune: true },
     { id: SECRET, default_namespace: "shared", paths: [{ glob: "**/*.yaml" }], prune: true },
   ];
@@ -364,7 +367,7 @@ describe("GitOps end to end: kas + agentk + git + the Kubernetes test server", (
     ).object;
     expect((tampered.data as Record<string, string>).value).toBe("tampered");
     expect(tampered.metadata.managedFields?.some((m) => m.manager === "intruder")).toBe(true);
-    // No commit, no push: only the drift interval (shortened to 1.5 s here; 5 minutes by default).
+    // No commit, no push: only the drift interval (shortened to 3 s here; 5 minutes by default).
     await until(() => cmValue("team-a", "cm-1") === "a1", DRIFT_MS * 4, "the drift reverted");
     const cm1 = get("configmaps", "team-a", "cm-1");
     expect(appliedByAgent(cm1)).toBe(true);
@@ -418,21 +421,21 @@ describe("GitOps end to end: kas + agentk + git + the Kubernetes test server", (
     expect(otherInventory).toBeDefined();
     expect(otherInventory).not.toBe(manifestsInventory);
     // group/manifests pruned (test 3) in the namespace the other project writes to: the other's stay.
-    expect(has("configmaps", "other", "other-1")).toBe(true);
-    expect(has("configmaps", "other", "other-3")).toBe(true);
+    expect(has("configmaps", "shared", "other-1")).toBe(true);
+    expect(has("configmaps", "shared", "other-3")).toBe(true);
 
     // group/other (prune: false) drops a file: its object stays.
     commits[OTHER] = await repos[OTHER]!.commit(otherFiles(false));
     await push({ full_path: OTHER });
     await syncedAt(OTHER, commits[OTHER]!);
-    expect(has("configmaps", "other", "other-3")).toBe(true);
+    expect(has("configmaps", "shared", "other-3")).toBe(true);
 
     // Now prune: true for group/other (a configuration change, re-applied at once): other-3 goes,
     // and nothing of group/manifests, although both write to "shared".
     projectsConfig[1]!.prune = true;
     await writeConfig();
     await push({ id: 7 });
-    await until(() => !has("configmaps", "other", "other-3"), WAIT, "group/other pruning its own object");
+    await until(() => !has("configmaps", "shared", "other-3"), WAIT, "group/other pruning its own object");
     expect(has("configmaps", "shared", "other-2")).toBe(true);
     for (const [resource, namespace, name] of MANIFEST_OBJECTS.slice(0, -2))
       expect(has(resource, namespace, name), `${resource} ${namespace}/${name}`).toBe(true);
@@ -446,7 +449,7 @@ describe("GitOps end to end: kas + agentk + git + the Kubernetes test server", (
     await push({ full_path: MANIFESTS });
     await syncedAt(MANIFESTS, commits[MANIFESTS]!);
     expect(has("configmaps", "shared", "other-2")).toBe(true);
-    expect(has("configmaps", "other", "other-1")).toBe(true);
+    expect(has("configmaps", "shared", "other-1")).toBe(true);
   });
 
   test("7. a project the token may not read: refused on kas's API for that project only", async () => {
