@@ -10,7 +10,7 @@ import {
 } from "../../lib/tunnel/index.ts";
 import { agentConfigurationAgentModule } from "../../modules/agent_configuration/agentk/module.ts";
 import { agentTrackerAgentModule } from "../../modules/agent_tracker/agentk/module.ts";
-import { gitopsAgentModule } from "../../modules/gitops/agentk/module.ts";
+import { type GitopsAgentOptions, gitopsAgentModule } from "../../modules/gitops/agentk/module.ts";
 import { loadKubeConfig } from "../../modules/kubernetes_api/agentk/kubeconfig.ts";
 import { kubernetesApiAgentModule } from "../../modules/kubernetes_api/agentk/module.ts";
 import { observabilityModule } from "../../modules/observability/module.ts";
@@ -33,13 +33,20 @@ import type { AgentkMetrics, Logger, ReadinessChecks } from "./observability/ind
 
 export { POD_NAME_HEADER, POD_NAMESPACE_HEADER } from "../common/agent-headers.ts";
 
+/** GitOps timings a test may shorten. */
+export type GitopsTuning = Pick<GitopsAgentOptions, "driftIntervalMs" | "pollIntervalMs" | "backoff">;
+
 export interface AgentDeps {
   log: Logger;
   metrics: AgentkMetrics;
   readiness: ReadinessChecks;
-  /** For tests: faster reconnects, yamux settings, modules of the test's own after agentk's. */
+  /**
+   * For tests: faster reconnects, yamux settings, modules of the test's own after agentk's, GitOps
+   * timings (a drift interval of seconds instead of minutes).
+   */
   tuning?: Pick<TunnelClientOptions, "backoff" | "stableAfterMs" | "tunnel"> & {
     modules?: AgentkModuleFactory[];
+    gitops?: GitopsTuning;
   };
 }
 
@@ -56,7 +63,11 @@ export interface Agent {
 }
 
 /** agentk's modules, in the order they are built; the runner starts them by phase. */
-function agentkModules(config: AgentkConfig, kasConnection: AgentkModuleFactory): AgentkModuleFactory[] {
+function agentkModules(
+  config: AgentkConfig,
+  kasConnection: AgentkModuleFactory,
+  gitops: GitopsTuning = {},
+): AgentkModuleFactory[] {
   return [
     observabilityModule({ listen: config.observability.listen }),
     kasConnection,
@@ -65,7 +76,7 @@ function agentkModules(config: AgentkConfig, kasConnection: AgentkModuleFactory)
     kubernetesApiAgentModule(config.kubernetes),
     serviceProxyAgentModule(config.services),
     // Once per agent (leaderOnly): applies the manifest projects of the agent configuration.
-    gitopsAgentModule({ kubeConfig: () => gitopsKubeConfig(config) }),
+    gitopsAgentModule({ ...gitops, kubeConfig: () => gitopsKubeConfig(config) }),
   ];
 }
 
@@ -113,7 +124,7 @@ export function createAgent(config: AgentkConfig, deps: AgentDeps): Agent {
   // next tunnel when kas drains this one.
   const kasRpc = tunnelClientChannel(client, { label: "kas" });
   const modules = [
-    ...agentkModules(config, kasConnectionModule(config, deps)),
+    ...agentkModules(config, kasConnectionModule(config, deps), deps.tuning?.gitops),
     ...(deps.tuning?.modules ?? []),
   ];
   const runner = new ModuleRunner<AgentkModuleDeps>(modules);

@@ -6,7 +6,7 @@ import { createServer, type RequestListener, type Server } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type Agent, createAgent } from "../../cmd/agentk/agent.ts";
+import { type Agent, createAgent, type GitopsTuning } from "../../cmd/agentk/agent.ts";
 import { loadAgentkConfig } from "../../cmd/agentk/config/index.ts";
 import {
   createAgentkMetrics,
@@ -37,6 +37,8 @@ export interface InProcessAgentkOptions {
   backoff?: BackoffOptions;
   /** Modules of the test's own, run after agentk's. */
   modules?: AgentkModuleFactory[];
+  /** GitOps timings (drift interval, readiness polling, stream back-off). Default: the daemon's. */
+  gitops?: GitopsTuning;
 }
 
 export interface InProcessAgentk {
@@ -97,7 +99,11 @@ export async function startInProcessAgentk(o: InProcessAgentkOptions): Promise<I
     log: o.log ?? createLogger({ level: "silent", destination: { write: () => true } }),
     metrics: createAgentkMetrics(),
     readiness: new ReadinessChecks(),
-    tuning: { backoff: o.backoff ?? { initialMs: 50, maxMs: 200 }, ...(o.modules && { modules: o.modules }) },
+    tuning: {
+      backoff: o.backoff ?? { initialMs: 50, maxMs: 200 },
+      ...(o.modules && { modules: o.modules }),
+      ...(o.gitops && { gitops: o.gitops }),
+    },
   });
   const rejected: number[] = [];
   agent.client.on("retry", ({ reason, error }) => {

@@ -188,7 +188,12 @@ export class Applier {
       });
     }
     if (problems.length > 0) {
-      errors.push(`${problems.length} document(s) could not be read; nothing is pruned until they are fixed`);
+      // The files named here too: this is the sync's error, what kas's API shows first.
+      const files = [...new Set(problems.map((p) => p.source))];
+      const named = files.slice(0, 5).join(", ") + (files.length > 5 ? ` and ${files.length - 5} more` : "");
+      errors.push(
+        `${problems.length} document(s) could not be read; nothing is pruned until they are fixed: ${named}`,
+      );
     }
 
     // 2. Plan: each object's scope from discovery (or from a CRD of this sync), its namespace, its rank.
