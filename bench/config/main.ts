@@ -12,11 +12,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { AGENTK_KEEPALIVE_DEFAULT } from "../../cmd/agentk/config/index.ts";
 import { parseDuration } from "../../cmd/common/config/values.ts";
-import {
-  DEFAULT_GITALY_RATE_LIMITS,
-  type RateLimitSpec,
-  toWindows,
-} from "../../cmd/kas/repositories/rate-limits.ts";
+import { DEFAULT_GITALY_RATE_LIMITS } from "../../cmd/kas/repositories/rate-limits.ts";
 import { markdownTable, percentile, round } from "../lib/stats.ts";
 import { type Measurement, measure } from "../scale/measure.ts";
 import { measurePush, type PushPath } from "./push.ts";
@@ -121,10 +117,6 @@ if (parts.has(2)) {
   const [code] = await once(child, "exit");
   if (code !== 0) throw new Error(`steady.ts exited ${code}`);
   const r = JSON.parse(text.trim().split("\n").at(-1)!) as SteadyResult;
-  const sustained = (s: RateLimitSpec) => {
-    const w = toWindows(s);
-    return w.rate.points / w.rate.durationSec + (w.burst ? w.burst.points / w.burst.durationSec : 0);
-  };
   const d = DEFAULT_GITALY_RATE_LIMITS;
   const allowed = (rate: number) => Math.floor(rate * r.pollPeriodS);
   const keeps = r.callsPerS >= 0.95 * r.theoreticalPerS;
@@ -160,22 +152,19 @@ if (parts.has(2)) {
     markdownTable(
       [
         "kas default limit (one replica, one Gitaly server)",
-        "token bucket",
-        "sustained calls/s here",
+        "token bucket (exact, in process)",
         "agents it allows at this period",
       ],
       [
         [
           "gitaly.per_server_api_rate_limit",
           `${d.perServer.ratePerSecond}/s, burst ${d.perServer.burst}`,
-          round(sustained(d.perServer), 1),
-          `${allowed(d.perServer.ratePerSecond)} (rate) - ${allowed(sustained(d.perServer))} (sustained)`,
+          allowed(d.perServer.ratePerSecond),
         ],
         [
           "gitaly.global_api_rate_limit",
           `${d.processGlobal.ratePerSecond}/s, burst ${d.processGlobal.burst}`,
-          round(sustained(d.processGlobal), 1),
-          `${allowed(d.processGlobal.ratePerSecond)} - ${allowed(sustained(d.processGlobal))}`,
+          allowed(d.processGlobal.ratePerSecond),
         ],
       ],
     ),
