@@ -68,7 +68,7 @@ describe("GitOps across kas replicas (shared Redis)", () => {
     expect(
       await reportSync(client, { projectId: "group/manifests", commitId: next, durationMs: "5" }),
     ).toBeNull();
-    const refused = openStream(client, request("group/manifests", ["/abs"]));
+    const refused = openStream(client, request("group/manifests", ["../abs"]));
     await until(() => refused.status !== undefined, 10_000, "a refusal");
     expect(refused.status!.code).toBe(grpc.status.INVALID_ARGUMENT);
 
