@@ -20,12 +20,18 @@ function whenClosed(s: Duplex): Promise<void> {
   });
 }
 
-/** When `from` closes without having finished both directions cleanly, reset `to`. */
+/**
+ * When `from` closes without having finished both directions cleanly, reset `to`. Also when it
+ * closed cleanly but `to` has not ended: a socket that does not allow half-open connections (a
+ * client's TCP or TLS socket) ends its writable side as soon as its peer's FIN arrives, so it can
+ * close before `to` has. What `to` still sends has nowhere to go (`pipe` stopped reading it when
+ * `from` closed), and left alone `to` would never end nor close.
+ */
 function relayAbort(from: Duplex, to: Duplex): void {
   from.on("error", () => {}); // the error is relayed as a reset; nothing else listens
   const onClose = () => {
     const clean = from.readableEnded && from.writableFinished;
-    if (!clean && !to.destroyed) to.destroy();
+    if ((!clean || !to.readableEnded) && !to.destroyed) to.destroy();
   };
   if (from.closed) onClose();
   else from.once("close", onClose);

@@ -6,6 +6,8 @@ export interface KubeconfigInit {
   /** PEM of the CA that signed the server's certificate. */
   caCert?: string;
   token?: string;
+  /** A client certificate and key (PEM) for the user: kubectl then needs no token and prompts for none. */
+  clientCertificate?: { cert: string; key: string };
   /** client-node refuses a plain-HTTP server unless this is set. */
   insecureSkipTlsVerify?: boolean;
   namespace?: string;
@@ -29,7 +31,18 @@ export function kubeconfigYaml(init: KubeconfigInit): string {
         },
       },
     ],
-    users: [{ name, user: init.token ? { token: init.token } : {} }],
+    users: [
+      {
+        name,
+        user: {
+          ...(init.token && { token: init.token }),
+          ...(init.clientCertificate && {
+            "client-certificate-data": Buffer.from(init.clientCertificate.cert).toString("base64"),
+            "client-key-data": Buffer.from(init.clientCertificate.key).toString("base64"),
+          }),
+        },
+      },
+    ],
     contexts: [
       { name, context: { cluster: name, user: name, ...(init.namespace && { namespace: init.namespace }) } },
     ],

@@ -34,9 +34,13 @@ export interface Kubectl {
 /**
  * The real kubectl pointed at a test server: a kubeconfig written for it in a temporary HOME
  * (nothing of the machine's own configuration or cache leaks in), a request timeout, and a
- * process timeout so a hang fails the test instead of stalling it.
+ * process timeout so a hang fails the test instead of stalling it. `server` is the Kubernetes
+ * test server, or anything else that writes a kubeconfig (e.g. for kas's Kubernetes API proxy).
  */
-export async function kubectlFor(server: KubeApiServer, namespace?: string): Promise<Kubectl> {
+export async function kubectlFor(
+  server: Pick<KubeApiServer, "writeKubeconfig">,
+  namespace?: string,
+): Promise<Kubectl> {
   const home = await mkdtemp(join(tmpdir(), "kubectl-"));
   const kubeconfig = await server.writeKubeconfig(join(home, "kubeconfig"), {
     ...(namespace && { namespace }),
