@@ -1,4 +1,4 @@
-// The demo agent's configuration project, as GitLab would keep it but on local disk: a git
+// The demo agent's git projects (configuration, manifests), as GitLab would keep them but on local disk: a git
 // repository (with a work tree, so `git log` in it just works) made and changed with the git CLI.
 import { execFile } from "node:child_process";
 import { mkdir, writeFile } from "node:fs/promises";

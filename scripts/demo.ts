@@ -1,9 +1,12 @@
 // npm run demo [-- --once]
 // kas and agentk on built-in defaults, as two processes on this machine: agentk dials ONE tunnel to
 // kas; requests then go kas -> tunnel -> agentk -> an in-cluster service (a stand-in Prometheus),
-// and, when a kubeconfig is found, to the Kubernetes API through kas's Kubernetes API proxy. The
-// agent's configuration comes from a local git repository (its configuration project): each round
-// commits a new log level, tells kas of the push as GitLab would, and agentk applies it live.
+// and to the Kubernetes API through kas's Kubernetes API proxy. The agent's configuration comes
+// from a local git repository (its configuration project): each round commits a new log level,
+// tells kas of the push as GitLab would, and agentk applies it live. Without a kubeconfig, the
+// "cluster" is a stand-in (the Kubernetes API test server, in the demo's process), and GitOps joins
+// in: agentk applies a local manifest project to it, and each round changes a manifest and pushes.
+// With a real kubeconfig, GitOps stays out (the demo writes nothing to a real cluster).
 // Ctrl-C stops everything cleanly.
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -18,7 +21,18 @@ import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { SignJWT } from "jose";
 import { fetch } from "undici";
+import { type KubeApiServer, startKubeApiServer } from "../test/support/kube-apiserver.ts";
 import { ConfigProject } from "./demo-git.ts";
+import {
+  CONFIGMAP_FILE,
+  configMapYaml,
+  gitopsConfigYaml,
+  MANIFEST_PROJECT,
+  NAMESPACE_FILE,
+  namespaceYaml,
+  showGitops,
+  showObjects,
+} from "./demo-gitops.ts";
 
 const { values: args } = parseArgs({ options: { once: { type: "boolean", default: false } } });
 const root = new URL("..", import.meta.url).pathname;
@@ -27,29 +41,77 @@ const AGENT_TOKEN = randomBytes(24).toString("base64url");
 
 // The agent's configuration project: a git repository holding .gitlab/agents/demo/config.yaml.
 const dir = await mkdtemp(join(tmpdir(), "kas-demo-"));
+const kubeconfig = process.env.KUBECONFIG ?? join(homedir(), ".kube", "config");
+// A real cluster is never written to: GitOps runs against the stand-in only.
+const haveKube = existsSync(kubeconfig.split(":")[0]!);
+const gitops = !haveKube;
 const CONFIG_FILE = ".gitlab/agents/demo/config.yaml";
-const configYaml = (level: string) => `observability:\n  logging:\n    level: ${level}\n`;
+const configYaml = (level: string) =>
+  `observability:\n  logging:\n    level: ${level}\n${gitops ? gitopsConfigYaml : ""}`;
 const short = (commit: unknown) => String(commit).slice(0, 8);
 let level = "info";
-const [project, firstCommit] = await (async () => {
+let greetings = 1;
+const greeting = () => `hello from commit ${greetings}`;
+let standIn: KubeApiServer | undefined;
+const [project, firstCommit, manifests, firstManifestCommit] = await (async () => {
   const project = await ConfigProject.init(join(dir, "config-project"));
-  return [
-    project,
-    await project.commit(CONFIG_FILE, configYaml(level), "agent demo: log level info"),
-  ] as const;
+  const first = await project.commit(CONFIG_FILE, configYaml(level), "agent demo: log level info");
+  if (!gitops) return [project, first, undefined, undefined] as const;
+  const manifests = await ConfigProject.init(join(dir, "manifest-project"));
+  await manifests.commit(NAMESPACE_FILE, namespaceYaml, "demo: the demo namespace");
+  const manifestCommit = await manifests.commit(
+    CONFIGMAP_FILE,
+    configMapYaml(greeting()),
+    "demo: a greeting",
+  );
+  return [project, first, manifests, manifestCommit] as const;
 })().catch(async (err) => {
-  say("demo", `failed: cannot make the configuration project with the git CLI: ${err.message}`);
+  say("demo", `failed: cannot make the demo's git projects with the git CLI: ${err.message}`);
   await rm(dir, { recursive: true, force: true });
   process.exit(1);
 });
 say("git", `configuration project ${project.path}: ${CONFIG_FILE} at ${short(firstCommit)} (level ${level})`);
+if (manifests) {
+  say(
+    "git",
+    `manifest project ${MANIFEST_PROJECT} at ${manifests.path}: ${NAMESPACE_FILE}, ${CONFIGMAP_FILE} at ${short(firstManifestCommit)}`,
+  );
+}
 
-// Files kas and agentk read: the dev token (static tokens file, naming the configuration project),
-// GitLab's API secret.
+// No kubeconfig: the Kubernetes API test server stands in for a cluster, in this process.
+const agentKubeconfig = haveKube ? kubeconfig : join(dir, "kubeconfig");
+if (!haveKube) {
+  try {
+    standIn = await startKubeApiServer();
+    // agentk's own namespace, as in a cluster (its leader-election Lease lives there).
+    standIn.store.create("namespaces", undefined, { metadata: { name: "gitlab-agent" } });
+    await standIn.writeKubeconfig(agentKubeconfig);
+  } catch (err) {
+    say("demo", `failed: cannot start the Kubernetes API test server: ${(err as Error).message}`);
+    await standIn?.close();
+    await rm(dir, { recursive: true, force: true });
+    process.exit(1);
+  }
+  say(
+    "kube",
+    `no kubeconfig at ${kubeconfig}: a STAND-IN for a cluster at ${standIn.url} (the Kubernetes API test server of test/support/kube, in this process; not Kubernetes)`,
+  );
+} else {
+  say(
+    "kube",
+    `kubeconfig ${kubeconfig}: a real cluster, so GitOps is left out of this demo (nothing is written to it)`,
+  );
+}
+
+// Files kas and agentk read: the dev token (static tokens file, naming the configuration project
+// and, with GitOps, the manifest project), GitLab's API secret.
 const apiSecret = randomBytes(32);
+const manifestProjects = manifests
+  ? `, manifest_projects: {${JSON.stringify(MANIFEST_PROJECT)}: ${JSON.stringify(manifests.path)}}`
+  : "";
 await writeFile(
   join(dir, "tokens.yaml"),
-  `${AGENT_TOKEN}: {agentId: 1, projectId: 1, agentName: demo, repository: ${JSON.stringify(project.path)}}\n`,
+  `${AGENT_TOKEN}: {agentId: 1, projectId: 1, agentName: demo, repository: ${JSON.stringify(project.path)}${manifestProjects}}\n`,
 );
 await writeFile(join(dir, "api_secret"), apiSecret.toString("base64"));
 await writeFile(join(dir, "agent_token"), AGENT_TOKEN);
@@ -99,7 +161,10 @@ function onLogLine(who: string, line: string): void {
     say(who, line);
     return;
   }
-  if ((entry.level as number) >= 40) say(who, `${entry.msg} ${entry.err ?? ""}`);
+  if ((entry.level as number) >= 40) {
+    const err = entry.err as { message?: string } | string | undefined;
+    say(who, `${entry.msg} ${typeof err === "object" ? (err.message ?? JSON.stringify(err)) : (err ?? "")}`);
+  }
   latest.set(`${who} ${entry.msg}`, entry);
   for (const w of waiters) {
     if (w.who !== who || w.msg !== entry.msg || !w.test(entry)) continue;
@@ -149,6 +214,7 @@ async function stopAndExit(code: number): Promise<never> {
     say("demo", `${name} exited with ${await exited}`);
   }
   prometheus.close();
+  await standIn?.close();
   await rm(dir, { recursive: true, force: true });
   process.exit(code);
 }
@@ -192,15 +258,12 @@ say(
   `agents connect to ${kas.agent}; GitLab's API at ${kas.api}; Kubernetes API proxy at ${kas.kubernetesApi}`,
 );
 
-const kubeconfig = process.env.KUBECONFIG ?? join(homedir(), ".kube", "config");
-const haveKube = existsSync(kubeconfig.split(":")[0]!);
 const agentArgs = ["--kas-address", kas.agent, "--token-file", join(dir, "agent_token")];
 agentArgs.push("--service", `prometheus=${prometheusUrl}`, "--observability-listen-address", "127.0.0.1:0");
-if (haveKube) agentArgs.push("--kubeconfig", kubeconfig);
-// agentk reads KUBECONFIG itself: hand it on only when the file is there.
+agentArgs.push("--kubeconfig", agentKubeconfig);
 // agentk names its pod to kas, which lists it with the agent (as in a cluster, through the downward API).
 const agentEnv: Record<string, string> = {
-  KUBECONFIG: haveKube ? kubeconfig : "",
+  KUBECONFIG: agentKubeconfig,
   POD_NAME: "agentk-demo",
   POD_NAMESPACE: "gitlab-agent",
 };
@@ -215,6 +278,18 @@ say(
   "agentk",
   `agent configuration applied: commit ${short(applied.commitId)}, log level ${applied.logLevel}`,
 );
+if (gitops) {
+  const synced = await logged(
+    "agentk",
+    "manifest project synced",
+    (e) => e.commitId === firstManifestCommit,
+    30_000,
+  ).catch(failed);
+  say(
+    "agentk",
+    `manifest project ${MANIFEST_PROJECT} synced: commit ${short(synced.commitId)}, ${counts(synced)}`,
+  );
+}
 
 const gitlabJwt = () =>
   new SignJWT({})
@@ -225,10 +300,18 @@ const gitlabJwt = () =>
     .setExpirationTime("1m")
     .sign(apiSecret);
 const httpOf = (address: string) => address.replace(/^ws/, "http");
+/** The object counts of agentk's "manifest project synced" line: `applied 2, unchanged 1`. */
+function counts(entry: LogEntry): string {
+  const statuses = ["applied", "unchanged", "pruned", "skipped", "failed"].filter(
+    (s) => entry[s] !== undefined,
+  );
+  return statuses.map((s) => `${s} ${entry[s]}`).join(", ") || "no objects";
+}
 
 async function round(): Promise<void> {
   await tunnelRound();
   await configurationRound();
+  if (gitops) await gitopsRound();
 }
 
 async function tunnelRound(): Promise<void> {
@@ -250,19 +333,16 @@ async function tunnelRound(): Promise<void> {
   const res = await fetch(`${api}/api/v1/agents/1/services/prometheus/metrics`, { headers });
   const last = (await res.text()).trim().split("\n").at(-1);
   say("gitlab", `GET /api/v1/agents/1/services/prometheus/metrics -> ${res.status}: ${last}`);
-  if (!haveKube) {
-    say(
-      "kube",
-      `no kubeconfig at ${kubeconfig}: skipping the Kubernetes API proxy (set KUBECONFIG to try it)`,
-    );
-    return;
-  }
   const k8s = await fetch(`${httpOf(kas.kubernetesApi)}/api/v1/namespaces`, {
     headers: { authorization: `Bearer ${AGENT_TOKEN}` },
   });
   const body = (await k8s.json()) as { items?: Array<{ metadata: { name: string } }>; message?: string };
   const names = body.items?.map((n) => n.metadata.name).join(", ") ?? body.message;
-  say("kube", `GET /api/v1/namespaces through kas's Kubernetes API proxy -> ${k8s.status}: ${names}`);
+  const where = standIn ? "the stand-in cluster" : "the cluster";
+  say(
+    "kube",
+    `GET /api/v1/namespaces of ${where} through kas's Kubernetes API proxy -> ${k8s.status}: ${names}`,
+  );
 }
 
 /** What GitLab's API shows of the agent's configuration, then a commit, a push, and agentk applying it. */
@@ -300,6 +380,37 @@ async function configurationRound(): Promise<void> {
   const entry = await applied;
   say("agentk", `agent configuration applied: commit ${short(entry.commitId)}, log level ${entry.logLevel}`);
   await showConfiguration();
+}
+
+/** The objects in the stand-in cluster and kas's GitOps status, then a manifest change, a push, and agentk applying it. */
+async function gitopsRound(): Promise<void> {
+  const api = httpOf(kas.api);
+  const kubernetesApi = httpOf(kas.kubernetesApi);
+  const show = async () => {
+    for (const line of await showObjects(kubernetesApi, AGENT_TOKEN)) say("kube", line);
+    const headers = { "gitlab-kas-api-request": await gitlabJwt() };
+    for (const line of await showGitops(api, headers)) say("gitlab", line);
+  };
+  await show();
+
+  greetings++;
+  const commit = await manifests!.commit(CONFIGMAP_FILE, configMapYaml(greeting()), "demo: a new greeting");
+  say("git", `commit ${short(commit)}: ${CONFIGMAP_FILE} now sets greeting: "${greeting()}"`);
+  const synced = logged("agentk", "manifest project synced", (e) => e.commitId === commit);
+  synced.catch(() => {}); // awaited below, after the notification
+  const body = JSON.stringify({ project: { full_path: MANIFEST_PROJECT } });
+  const res = await fetch(`${api}/api/v1/notifications/git_push`, {
+    method: "POST",
+    body,
+    headers: { "gitlab-kas-api-request": await gitlabJwt(), "content-type": "application/json" },
+  });
+  say("gitlab", `POST /api/v1/notifications/git_push ${body} -> ${res.status}`);
+  const entry = await synced;
+  say(
+    "agentk",
+    `manifest project ${MANIFEST_PROJECT} synced: commit ${short(entry.commitId)}, ${counts(entry)}`,
+  );
+  await show();
 }
 
 // Rounds one after another (a slow one is never overlapped by the next), until Ctrl-C.
