@@ -28,5 +28,6 @@ export { LatestValue } from "./latest.ts";
 export { LEADER_ONLY, leaderOnly } from "./leader.ts";
 export { type Listening, listenerModule } from "./listener-module.ts";
 export { type Module, type ModuleFactory, Phase } from "./module.ts";
+export { PollLoop, type PollLoopOptions } from "./poll-loop.ts";
 export * from "./repositories.ts";
 export { ModuleCloseError, ModuleRunner } from "./runner.ts";

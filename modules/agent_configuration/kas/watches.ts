@@ -6,6 +6,7 @@ import type { Logger } from "../../../cmd/common/observability/index.ts";
 import {
   type AgentInfo,
   agentRepository,
+  PollLoop,
   RepositoryError,
   type RepositoryLocation,
   type RepositoryReader,
@@ -68,16 +69,11 @@ interface Watch {
   /** From the newest subscriber: a rotated Gitaly token is used from the next poll on. */
   location: RepositoryLocation;
   agents: Map<string, AgentEntry>;
-  timer: NodeJS.Timeout | undefined;
-  polling: Promise<void> | undefined;
-  /** A poll was asked for while one ran: run another right after it. */
-  again: boolean;
+  loop: PollLoop;
   /** The commit the last poll found ("" for none); undefined before the first. */
   commit: string | undefined;
   /** Why the last poll failed (for the health detail); undefined when it succeeded. */
   failing: string | undefined;
-  /** Polls in a row that failed: the next one comes sooner than the period, backing off. */
-  failures: number;
 }
 
 export class ConfigurationWatches {
@@ -132,17 +128,19 @@ export class ConfigurationWatches {
     let watch = this.#watches.get(key);
     const fresh = watch === undefined;
     if (!watch) {
-      watch = {
+      const w: Watch = {
         key,
         location,
         agents: new Map(),
-        timer: undefined,
-        polling: undefined,
-        again: false,
+        loop: new PollLoop(() => this.#pollOnce(w), {
+          periodMs: this.#o.pollPeriodMs,
+          ...(this.#o.random && { random: this.#o.random }),
+          onError: (err) => this.#o.log.error({ err, repository: key }, "agent configuration poll failed"),
+        }),
         commit: undefined,
         failing: undefined,
-        failures: 0,
       };
+      watch = w;
       this.#watches.set(key, watch);
       this.#o.metrics.watches.set(this.#watches.size);
     }
@@ -170,9 +168,9 @@ export class ConfigurationWatches {
       // The repository's commit is known (another agent's poll): this agent's file, at once.
       void this.#refresh(watch, entry, watch.commit);
     } else if (agentHas === "" && entry.readAt === undefined) {
-      void this.#poll(watch);
+      void watch.loop.now();
     } else if (fresh) {
-      this.#schedule(watch, Math.floor(this.#random() * this.#o.pollPeriodMs));
+      watch.loop.in(Math.floor(this.#random() * this.#o.pollPeriodMs));
     }
 
     const w = watch;
@@ -195,7 +193,7 @@ export class ConfigurationWatches {
       );
       if (matches) {
         n++;
-        void this.#poll(watch);
+        void watch.loop.now();
       }
     }
     return n;
@@ -205,7 +203,7 @@ export class ConfigurationWatches {
   close(): void {
     this.#abort.abort(new Error("kas is stopping"));
     for (const w of this.#watches.values()) {
-      clearTimeout(w.timer);
+      w.loop.stop();
       for (const e of w.agents.values()) clearTimeout(e.linger);
     }
     this.#watches.clear();
@@ -215,7 +213,7 @@ export class ConfigurationWatches {
     if (watch.agents.get(agentName) !== entry) return;
     watch.agents.delete(agentName);
     if (watch.agents.size > 0 || this.#watches.get(watch.key) !== watch) return;
-    clearTimeout(watch.timer);
+    watch.loop.stop();
     this.#watches.delete(watch.key);
     this.#o.metrics.watches.set(this.#watches.size);
   }
@@ -224,54 +222,19 @@ export class ConfigurationWatches {
     return (this.#o.random ?? Math.random)();
   }
 
-  /**
-   * The period; after a failed poll sooner (1 s, 2 s, 4 s … up to the period, with jitter), so a
-   * change pushed while Gitaly was away arrives soon after it is back.
-   */
-  #nextPollIn(watch: Watch): number {
-    if (watch.failures === 0) return this.#o.pollPeriodMs;
-    const backoff = 1000 * 2 ** Math.min(watch.failures - 1, 16);
-    return Math.min(this.#o.pollPeriodMs, backoff * (0.75 + this.#random() * 0.5));
-  }
-
-  #schedule(watch: Watch, delayMs: number): void {
-    clearTimeout(watch.timer);
-    if (this.#abort.signal.aborted) return;
-    watch.timer = setTimeout(() => void this.#poll(watch), delayMs);
-  }
-
-  /** Polls now, or right after the poll under way (never two at once for one repository). */
-  #poll(watch: Watch): Promise<void> {
-    if (watch.polling) {
-      watch.again = true;
-      return watch.polling;
-    }
-    clearTimeout(watch.timer);
-    watch.polling = (async () => {
-      do {
-        watch.again = false;
-        await this.#pollOnce(watch).catch((err: unknown) =>
-          this.#o.log.error({ err, repository: watch.key }, "agent configuration poll failed"),
-        );
-      } while (watch.again && this.#watches.get(watch.key) === watch && !this.#abort.signal.aborted);
-    })().finally(() => {
-      watch.polling = undefined;
-      if (this.#watches.get(watch.key) === watch) this.#schedule(watch, this.#nextPollIn(watch));
-    });
-    return watch.polling;
-  }
-
-  async #pollOnce(watch: Watch): Promise<void> {
+  /** One poll: true when the repository was reached and every agent's file read. */
+  async #pollOnce(watch: Watch): Promise<boolean> {
     const first = watch.agents.values().next().value;
-    if (!first) return;
+    if (!first || this.#abort.signal.aborted) return true;
     // Rate limits are kept per agent: the ref lookup is charged to one of the agents it serves.
     const ctx = { agentId: first.agent.agentId, signal: this.#abort.signal };
     let commit: string;
     try {
       commit = (await this.#o.repositories.resolveRef(watch.location, {}, ctx)) ?? "";
     } catch (err) {
-      if (!this.#abort.signal.aborted) this.#repositoryFailed(watch, err);
-      return;
+      if (this.#abort.signal.aborted) return true;
+      this.#repositoryFailed(watch, err);
+      return false;
     }
     watch.commit = commit;
     let changed = false;
@@ -282,14 +245,14 @@ export class ConfigurationWatches {
       const error = await this.#refresh(watch, entry, commit);
       failure ??= error;
     }
-    if (this.#abort.signal.aborted) return;
+    if (this.#abort.signal.aborted) return true;
     if (failure !== undefined) {
       this.#repositoryFailed(watch, failure);
-      return;
+      return false;
     }
     watch.failing = undefined;
-    watch.failures = 0;
     this.#o.metrics.polls.inc({ result: changed ? "changed" : "unchanged" });
+    return true;
   }
 
   /**
@@ -358,7 +321,7 @@ export class ConfigurationWatches {
     }
   }
 
-  /** Counted once per poll; every agent of the watch keeps its configuration and learns why. */
+  /** Counted once per poll; every agent of the watch keeps its configuration and learns why (the loop backs off). */
   #repositoryFailed(watch: Watch, err: unknown): void {
     const message = err instanceof Error ? err.message : String(err);
     const code = err instanceof RepositoryError ? err.code : "failed";
@@ -371,7 +334,6 @@ export class ConfigurationWatches {
       );
     }
     watch.failing = message;
-    watch.failures++;
     const problem: ConfigurationProblem = { kind: "repository", message, at: new Date().toISOString() };
     for (const entry of watch.agents.values()) this.#publish(entry, { ...entry.state, problem });
   }

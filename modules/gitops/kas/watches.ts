@@ -5,6 +5,7 @@
 import { setMaxListeners } from "node:events";
 import type { Logger } from "../../../cmd/common/observability/index.ts";
 import {
+  PollLoop,
   type RefSelector,
   RepositoryError,
   type RepositoryLocation,
@@ -38,12 +39,9 @@ interface Watch {
   location: RepositoryLocation;
   ref: RefSelector;
   subscribers: Map<Listener, RefSubscription>;
-  timer: NodeJS.Timeout | undefined;
-  polling: Promise<void> | undefined;
-  again: boolean;
+  loop: PollLoop;
   /** The last poll's result; undefined before the first. */
   last: RefEvent | undefined;
-  failures: number;
 }
 
 export interface RefWatchesOptions {
@@ -84,29 +82,31 @@ export class RefWatches {
     const key = `${repositoryKey(sub.location)}\0${refKey(sub.ref)}`;
     let watch = this.#watches.get(key);
     if (!watch) {
-      watch = {
+      const w: Watch = {
         key,
         location: sub.location,
         ref: sub.ref,
         subscribers: new Map(),
-        timer: undefined,
-        polling: undefined,
-        again: false,
+        loop: new PollLoop(() => this.#pollOnce(w), {
+          periodMs: this.#o.pollPeriodMs,
+          ...(this.#o.random && { random: this.#o.random }),
+          onError: (err) => this.#o.log.error({ err, repository: key }, "manifest project poll failed"),
+        }),
         last: undefined,
-        failures: 0,
       };
+      watch = w;
       this.#watches.set(key, watch);
       this.#o.metrics.watches.set(this.#watches.size);
     }
     watch.location = sub.location; // the newest credentials
     watch.subscribers.set(listener, sub);
     if (watch.last?.ok) this.#deliver(listener, watch.last);
-    else if (watch.polling === undefined) void this.#poll(watch);
+    else if (!watch.loop.running) void watch.loop.now(); // the poll under way will tell it
     const w = watch;
     return () => {
       w.subscribers.delete(listener);
       if (w.subscribers.size > 0 || this.#watches.get(w.key) !== w) return;
-      clearTimeout(w.timer);
+      w.loop.stop();
       this.#watches.delete(w.key);
       this.#o.metrics.watches.set(this.#watches.size);
     };
@@ -123,7 +123,7 @@ export class RefWatches {
       );
       if (matches) {
         n++;
-        void this.#poll(watch);
+        void watch.loop.now();
       }
     }
     return n;
@@ -131,39 +131,14 @@ export class RefWatches {
 
   close(): void {
     this.#abort.abort(new Error("kas is stopping"));
-    for (const w of this.#watches.values()) clearTimeout(w.timer);
+    for (const w of this.#watches.values()) w.loop.stop();
     this.#watches.clear();
   }
 
-  #nextPollIn(watch: Watch): number {
-    if (watch.failures === 0) return this.#o.pollPeriodMs;
-    const backoff = 1000 * 2 ** Math.min(watch.failures - 1, 16);
-    return Math.min(this.#o.pollPeriodMs, backoff * (0.75 + (this.#o.random ?? Math.random)() * 0.5));
-  }
-
-  #poll(watch: Watch): Promise<void> {
-    if (watch.polling) {
-      watch.again = true;
-      return watch.polling;
-    }
-    clearTimeout(watch.timer);
-    watch.polling = (async () => {
-      do {
-        watch.again = false;
-        await this.#pollOnce(watch);
-      } while (watch.again && this.#watches.get(watch.key) === watch && !this.#abort.signal.aborted);
-    })().finally(() => {
-      watch.polling = undefined;
-      if (this.#watches.get(watch.key) === watch && !this.#abort.signal.aborted) {
-        watch.timer = setTimeout(() => void this.#poll(watch), this.#nextPollIn(watch));
-      }
-    });
-    return watch.polling;
-  }
-
-  async #pollOnce(watch: Watch): Promise<void> {
+  /** One poll: true when the ref was reached (the loop backs off after false). */
+  async #pollOnce(watch: Watch): Promise<boolean> {
     const first = watch.subscribers.values().next().value;
-    if (!first) return;
+    if (!first || this.#abort.signal.aborted) return true;
     let event: RefEvent;
     try {
       const commit = await this.#o.repositories.resolveRef(watch.location, watch.ref, {
@@ -172,7 +147,7 @@ export class RefWatches {
       });
       event = { ok: true, commit };
     } catch (err) {
-      if (this.#abort.signal.aborted) return;
+      if (this.#abort.signal.aborted) return true;
       event = { ok: false, error: err };
     }
     const previous = watch.last;
@@ -181,21 +156,20 @@ export class RefWatches {
       const code = event.error instanceof RepositoryError ? event.error.code : "failed";
       this.#o.metrics.polls.inc({ result: "error" });
       this.#o.metrics.repositoryErrors.inc({ code });
-      if (watch.failures === 0) {
+      if (watch.loop.failures === 0) {
         this.#o.log.warn(
           { repository: watch.key, code, err: (event.error as Error)?.message },
           "cannot poll manifest project",
         );
       }
-      watch.failures++;
     } else {
-      watch.failures = 0;
       const changed = !previous?.ok || previous.commit !== event.commit;
       this.#o.metrics.polls.inc({ result: changed ? "changed" : "unchanged" });
       // Streams compare with what their agent has: an unchanged commit is news to nobody.
-      if (!changed) return;
+      if (!changed) return true;
     }
     for (const listener of [...watch.subscribers.keys()]) this.#deliver(listener, event);
+    return event.ok;
   }
 
   #deliver(listener: Listener, event: RefEvent): void {
