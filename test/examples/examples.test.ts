@@ -49,12 +49,17 @@ describe("npm run demo: kas and agentk as processes", () => {
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  test("without a kubeconfig: the in-cluster service through kas, and a note on the Kubernetes proxy", async () => {
+  test("without a kubeconfig: the in-cluster service through kas, and GitOps into a stand-in cluster", async () => {
     const out = await runWith({ KUBECONFIG: "/nonexistent/kubeconfig" }, "scripts/demo.ts", "--once");
     expect(out).toMatch(/agentk\s+connected: one outbound WebSocket to kas/);
     expect(out).toMatch(/GET \/api\/v1\/agents -> \[\{"agentId":"1","projectId":"1","agentName":"demo"/);
     expect(out).toMatch(/prometheus\/metrics -> 200: demo_scrapes_total\{path="\/metrics"\} 1/);
-    expect(out).toMatch(/no kubeconfig at \/nonexistent\/kubeconfig: skipping the Kubernetes API proxy/);
+    expect(out).toMatch(/no kubeconfig at \/nonexistent\/kubeconfig: a STAND-IN for a cluster/);
+    expect(out).toMatch(/agent configuration applied: commit \w+, log level debug/);
+    expect(out).toMatch(/manifest project demo\/manifests synced: commit \w+, applied 2/);
+    expect(out).toMatch(
+      /configmaps\/greeting -> 200: data \{"greeting":"hello from commit 2"\}, field manager agentk/,
+    );
     expect(out).toMatch(/agentk exited with code 0/);
     expect(out).toMatch(/kas exited with code 0/);
   }, 90_000);
@@ -64,7 +69,10 @@ describe("npm run demo: kas and agentk as processes", () => {
     dir = await mkdtemp(join(tmpdir(), "demo-kube-"));
     const kubeconfig = await kube.writeKubeconfig(join(dir, "config"));
     const out = await runWith({ KUBECONFIG: kubeconfig }, "scripts/demo.ts", "--once");
-    expect(out).toMatch(/GET \/api\/v1\/namespaces through kas's Kubernetes API proxy -> 200: .*default/);
+    expect(out).toMatch(
+      /GET \/api\/v1\/namespaces of the cluster through kas's Kubernetes API proxy -> 200: .*default/,
+    );
+    expect(out).toMatch(/a real cluster, so GitOps is left out of this demo/);
     // The API server saw agentk's own credentials, never the demo token kas was given.
     const listed = kube.requests.filter((r) => r.path.startsWith("/api/v1/namespaces"));
     expect(listed.length).toBeGreaterThan(0);
