@@ -159,6 +159,7 @@ const track =
 const counted: Reader = {
   resolveRef: track("ref", (l, r, c) => gitaly.resolveRef(l, r, c)),
   readFile: track("file", (l, c, p, m, x) => gitaly.readFile(l, c, p, m, x)),
+  readFiles: track("file", (l, c, p, m, x) => gitaly.readFiles(l, c, p, m, x)),
   listFiles: (l, c, d, x) => gitaly.listFiles(l, c, d, x),
   close: () => gitaly.close(),
 };

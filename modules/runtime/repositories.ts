@@ -54,6 +54,19 @@ export interface RepositoryReader {
     maxBytes: number,
     ctx: RepositoryCallContext,
   ): Promise<Buffer | undefined>;
+  /**
+   * Several files of `commitId` in one call (one backend round trip, one rate-limit token): a map
+   * from path to content. Paths that do not exist (or are not blobs) are absent from the map; a
+   * file larger than `maxBytesEach` is a `too_large` RepositoryError naming it, raised without
+   * reading it all (its `path` is the file's). Callers pass at most a few thousand paths; [] answers an empty map.
+   */
+  readFiles(
+    location: RepositoryLocation,
+    commitId: string,
+    paths: readonly string[],
+    maxBytesEach: number,
+    ctx: RepositoryCallContext,
+  ): Promise<Map<string, Buffer>>;
   /** Every blob under `dir` ("" for the root) at `commitId`, recursively; [] when `dir` does not exist. */
   listFiles(
     location: RepositoryLocation,
@@ -81,12 +94,15 @@ export type RepositoryErrorCode =
 
 export class RepositoryError extends Error {
   override name = "RepositoryError";
+  /** The file a `too_large` error is about, when one call read several (readFiles). */
+  readonly path: string | undefined;
   constructor(
     readonly code: RepositoryErrorCode,
     message: string,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; path?: string },
   ) {
     super(message, options);
+    this.path = options?.path;
   }
 }
 

@@ -18,6 +18,11 @@ import {
   status,
 } from "@grpc/grpc-js";
 import {
+  BlobServiceService,
+  type GetBlobsRequest,
+  type GetBlobsResponse,
+} from "../../proto/gen/gitaly/blob.ts";
+import {
   CommitServiceService,
   type FindCommitRequest,
   type FindCommitResponse,
@@ -37,7 +42,7 @@ import {
 } from "../../proto/gen/gitaly/smarthttp.ts";
 import { GIT_ENV, git } from "./git-repo.ts";
 
-export type GitalyMethod = "InfoRefsUploadPack" | "FindCommit" | "TreeEntry" | "GetTreeEntries";
+export type GitalyMethod = "InfoRefsUploadPack" | "FindCommit" | "TreeEntry" | "GetTreeEntries" | "GetBlobs";
 
 export interface GitalyTestServerOptions {
   /** Storage name -> directory holding its repositories. */
@@ -103,7 +108,7 @@ export class GitalyTestServer {
     return this.#calls.get(method) ?? 0;
   }
 
-  /** Object content bytes sent by `method` (blob data for TreeEntry, advertisement for InfoRefs). */
+  /** Object content bytes sent by `method` (blob data for TreeEntry and GetBlobs, advertisement for InfoRefs). */
   contentBytes(method: GitalyMethod): number {
     return this.#contentBytes.get(method) ?? 0;
   }
@@ -140,6 +145,10 @@ export class GitalyTestServer {
     this.server.addService(SmartHTTPServiceService, {
       infoRefsUploadPack: (call: ServerWritableStream<InfoRefsRequest, InfoRefsResponse>) =>
         this.#stream(call, "InfoRefsUploadPack", (repo) => this.#infoRefs(call, repo)),
+    });
+    this.server.addService(BlobServiceService, {
+      getBlobs: (call: ServerWritableStream<GetBlobsRequest, GetBlobsResponse>) =>
+        this.#stream(call, "GetBlobs", (repo) => this.#getBlobs(call, repo)),
     });
     this.server.addService(CommitServiceService, {
       findCommit: (
@@ -295,6 +304,51 @@ export class GitalyTestServer {
     if (first) send(Buffer.alloc(0));
   }
 
+  /**
+   * Gitaly's GetBlobs, in request order: per revision:path a first message with size, oid, mode,
+   * revision and path (oid empty when there is no blob there; is_submodule for a gitlink), then
+   * data chunks, at most `limit` bytes of each blob (negative: all).
+   */
+  async #getBlobs(
+    call: ServerWritableStream<GetBlobsRequest, GetBlobsResponse>,
+    repo: string,
+  ): Promise<void> {
+    const limit = Number(call.request.limit);
+    const empty = { size: "0", data: Buffer.alloc(0), oid: "", isSubmodule: false, mode: 0, revision: "" };
+    for (const { revision, path } of call.request.revisionPaths) {
+      // Like Gitaly, stop producing once the client has gone.
+      if (call.cancelled) return;
+      const named = { revision, path };
+      const entry = await lsTree(repo, revision, path.toString());
+      if (!entry || entry.type === "tree") {
+        call.write({ ...empty, ...named });
+        continue;
+      }
+      if (entry.type === "commit") {
+        call.write({ ...empty, ...named, oid: entry.oid, mode: entry.mode, isSubmodule: true });
+        continue;
+      }
+      const size = Number((await git(repo, ["cat-file", "-s", entry.oid])).trim());
+      const max = limit < 0 ? size : Math.min(limit, size);
+      let first = true;
+      const send = (data: Buffer) => {
+        this.#count("GetBlobs", data.length);
+        call.write(
+          first
+            ? { ...empty, ...named, size: String(size), oid: entry.oid, mode: entry.mode, data }
+            : { ...empty, path: Buffer.alloc(0), data },
+        );
+        first = false;
+      };
+      if (max > 0) {
+        await this.#pipeGit(call, repo, ["cat-file", "blob", entry.oid], max, (chunk) => {
+          for (let at = 0; at < chunk.length; at += CHUNK) send(chunk.subarray(at, at + CHUNK));
+        });
+      }
+      if (first) send(Buffer.alloc(0));
+    }
+  }
+
   async #getTreeEntries(
     call: ServerWritableStream<GetTreeEntriesRequest, GetTreeEntriesResponse>,
     repo: string,
@@ -348,7 +402,10 @@ export class GitalyTestServer {
 
   /** Runs git, handing at most `max` bytes of its output to `onChunk`, then stops it. */
   #pipeGit(
-    call: { on(event: "cancelled", listener: () => void): unknown },
+    call: {
+      on(event: "cancelled", listener: () => void): unknown;
+      off(event: "cancelled", listener: () => void): unknown;
+    },
     repo: string,
     args: string[],
     max: number,
@@ -358,7 +415,8 @@ export class GitalyTestServer {
       const child = spawn("git", args, { cwd: repo, env: GIT_ENV, stdio: ["ignore", "pipe", "pipe"] });
       this.#children.add(child);
       // Like Gitaly, stop producing once the client has gone.
-      call.on("cancelled", () => child.kill());
+      const onCancelled = () => child.kill();
+      call.on("cancelled", onCancelled);
       let sent = 0;
       let stderr = "";
       child.stderr.on("data", (d: Buffer) => {
@@ -377,6 +435,7 @@ export class GitalyTestServer {
       child.on("error", reject);
       child.on("close", (code) => {
         this.#children.delete(child);
+        call.off("cancelled", onCancelled);
         if (code === 0 || sent >= max || child.killed) resolvePipe();
         else reject(statusError(status.INTERNAL, `git ${args[0]}: ${stderr.trim()}`));
       });

@@ -40,6 +40,18 @@ export class RepositoriesByBackend implements RepositoryReader {
     return this.backends[location.backend].readFile(location, commit, file, maxBytes, ctx);
   }
 
+  async readFiles(
+    location: RepositoryLocation,
+    commitId: string,
+    paths: readonly string[],
+    maxBytesEach: number,
+    ctx: RepositoryCallContext,
+  ): Promise<Map<string, Buffer>> {
+    const commit = checkCommitId(commitId);
+    const files = paths.map((path) => checkTreePath(path, "file"));
+    return this.backends[location.backend].readFiles(location, commit, files, maxBytesEach, ctx);
+  }
+
   async listFiles(
     location: RepositoryLocation,
     commitId: string,

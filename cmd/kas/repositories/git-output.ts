@@ -116,3 +116,30 @@ export function parseBatchCheck(out: string, inputs: readonly string[]): BatchCh
     return { found: true, oid, type: type as "blob", size: Number(size) };
   });
 }
+
+/**
+ * `git cat-file --batch` output for `expected` blobs (their ids and sizes from `--batch-check`), in
+ * input order: per object `<oid> SP blob SP <size> LF <content> LF`. Content is read by its size
+ * (it may hold NUL and LF); anything else (a missing object, another size) is an error.
+ */
+export function parseBatch(
+  out: Buffer,
+  expected: readonly { readonly oid: string; readonly size: number }[],
+): Buffer[] {
+  const contents: Buffer[] = [];
+  let at = 0;
+  for (const { oid, size } of expected) {
+    const lf = out.indexOf(0x0a, at);
+    if (lf < 0) fail("cat-file", `output ends before the header of ${oid}`);
+    const header = out.subarray(at, lf).toString("latin1");
+    if (header !== `${oid} blob ${size}`) {
+      fail("cat-file", `header ${show(header)} where ${oid} blob ${size} was expected`);
+    }
+    const end = lf + 1 + size;
+    if (end >= out.length || out[end] !== 0x0a) fail("cat-file", `content of ${oid} is cut short`);
+    contents.push(out.subarray(lf + 1, end));
+    at = end + 1;
+  }
+  if (at !== out.length) fail("cat-file", `${out.length - at} bytes after the last object`);
+  return contents;
+}

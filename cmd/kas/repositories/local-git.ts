@@ -14,6 +14,7 @@ import {
   type BatchCheckResult,
   FOR_EACH_REF_FORMAT,
   GitOutputError,
+  parseBatch,
   parseBatchCheck,
   parseForEachRef,
   parseLsTree,
@@ -97,6 +98,49 @@ export class LocalGitRepositories implements RepositoryReader {
     return stdout;
   }
 
+  async readFiles(
+    location: RepositoryLocation,
+    commitId: string,
+    paths: readonly string[],
+    maxBytesEach: number,
+    ctx: RepositoryCallContext,
+  ): Promise<Map<string, Buffer>> {
+    const repo = localPath(location);
+    const commit = checkCommitId(commitId);
+    const files = [...new Set(paths.map((p) => checkTreePath(p, "file")))];
+    const out = new Map<string, Buffer>();
+    if (files.length === 0) return out;
+    // Sizes (and the commit) first, in one --batch-check: an oversized file is refused unread.
+    const inputs = [`${commit}^{commit}`, ...files.map((f) => `${commit}:${f}`)];
+    const [c, ...entries] = await this.#batchCheck(repo, inputs, ctx);
+    if (!c!.found) throw new RepositoryError("failed", `no commit ${commit} in ${repo}`);
+    const blobs: { path: string; oid: string; size: number }[] = [];
+    for (const [i, entry] of entries.entries()) {
+      if (!entry.found || entry.type !== "blob") continue;
+      if (entry.size > maxBytesEach) {
+        throw new RepositoryError(
+          "too_large",
+          `${files[i]} at ${commit} is ${entry.size} bytes, over ${maxBytesEach}`,
+          { path: files[i]! },
+        );
+      }
+      blobs.push({ path: files[i]!, oid: entry.oid, size: entry.size });
+    }
+    if (blobs.length === 0) return out;
+    // Then every content in one --batch, whose output is exactly this long.
+    const expectedBytes = blobs.reduce((sum, b) => sum + `${b.oid} blob ${b.size}\n`.length + b.size + 1, 0);
+    const { stdout } = await this.#git.run({
+      repo,
+      args: ["cat-file", "--batch"],
+      input: blobs.map((b) => `${b.oid}\n`).join(""),
+      maxBytes: expectedBytes,
+      signal: ctx.signal,
+    });
+    const contents = parsed(repo, () => parseBatch(stdout, blobs));
+    for (const [i, blob] of blobs.entries()) out.set(blob.path, contents[i]!);
+    return out;
+  }
+
   async listFiles(
     location: RepositoryLocation,
     commitId: string,
@@ -155,11 +199,13 @@ export class LocalGitRepositories implements RepositoryReader {
   }
 
   async #batchCheck(repo: string, inputs: string[], ctx: RepositoryCallContext): Promise<BatchCheckResult[]> {
+    const input = inputs.map((i) => `${i}\n`).join("");
     const { stdout } = await this.#git.run({
       repo,
       args: ["cat-file", "--batch-check"],
-      input: inputs.map((i) => `${i}\n`).join(""),
-      maxBytes: SMALL_OUTPUT,
+      input,
+      // A line is an object's header (under 100 bytes) or the input echoed with " missing".
+      maxBytes: Math.max(SMALL_OUTPUT, Buffer.byteLength(input) + inputs.length * 128),
       signal: ctx.signal,
     });
     return parsed(repo, () => parseBatchCheck(stdout.toString("utf8"), inputs));

@@ -159,6 +159,18 @@ export class RateLimitedRepositories implements RepositoryReader {
     return this.#inner.readFile(location, commitId, path, maxBytes, ctx);
   }
 
+  /** One call, one token from each limit, however many files it reads. */
+  async readFiles(
+    location: RepositoryLocation,
+    commitId: string,
+    paths: readonly string[],
+    maxBytesEach: number,
+    ctx: RepositoryCallContext,
+  ): Promise<Map<string, Buffer>> {
+    await this.#admit(location, ctx);
+    return this.#inner.readFiles(location, commitId, paths, maxBytesEach, ctx);
+  }
+
   async listFiles(
     location: RepositoryLocation,
     commitId: string,

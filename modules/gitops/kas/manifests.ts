@@ -38,8 +38,10 @@ export interface ManifestFile {
 
 /**
  * The files of `commit` matching `globs`, read in full before anything is sent (so an agent never
- * gets part of a commit that a limit refuses): at most `maxTotalManifestFileSize` bytes plus one
- * file are held. Throws a Refusal for a limit, the repository's error otherwise.
+ * gets part of a commit that a limit refuses), all in one `readFiles` call (one rate-limit token,
+ * however the repository is laid out): at most `maxNumberOfFiles` files of at most
+ * `maxManifestFileSize` bytes each are held. Throws a Refusal for a limit, the repository's error
+ * otherwise.
  */
 export async function readManifests(
   repositories: RepositoryReader,
@@ -57,20 +59,28 @@ export async function readManifests(
     );
   }
   const out: ManifestFile[] = [];
+  if (files.length === 0) return out;
+  let contents: Map<string, Buffer>;
+  try {
+    contents = await repositories.readFiles(
+      location,
+      commit,
+      files.map((f) => f.path),
+      limits.maxManifestFileSize,
+      ctx,
+    );
+  } catch (err) {
+    if (err instanceof RepositoryError && err.code === "too_large") {
+      throw new Refusal(
+        grpc.status.RESOURCE_EXHAUSTED,
+        `commit ${commit}: ${err.path ?? "a matching file"} is larger than max_manifest_file_size (${limits.maxManifestFileSize} bytes)`,
+      );
+    }
+    throw err;
+  }
   let total = 0;
   for (const [i, file] of files.entries()) {
-    let data: Buffer | undefined;
-    try {
-      data = await repositories.readFile(location, commit, file.path, limits.maxManifestFileSize, ctx);
-    } catch (err) {
-      if (err instanceof RepositoryError && err.code === "too_large") {
-        throw new Refusal(
-          grpc.status.RESOURCE_EXHAUSTED,
-          `commit ${commit}: ${file.path} is larger than max_manifest_file_size (${limits.maxManifestFileSize} bytes)`,
-        );
-      }
-      throw err;
-    }
+    const data = contents.get(file.path);
     if (data === undefined) continue; // not a blob after all (a submodule), or gone
     total += data.length;
     if (total > limits.maxTotalManifestFileSize) {

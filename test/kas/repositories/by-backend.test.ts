@@ -16,6 +16,8 @@ function recording(name: string, calls: string[]): RepositoryReader {
   return {
     resolveRef: async (_l, ref) => call(`${name}.resolveRef ${JSON.stringify(ref)}`, "a".repeat(40)),
     readFile: async (_l, c, p) => call(`${name}.readFile ${c.slice(0, 4)} ${p}`, Buffer.from("x")),
+    readFiles: async (_l, c, paths) =>
+      call(`${name}.readFiles ${c.slice(0, 4)} ${paths.join(",")}`, new Map<string, Buffer>()),
     listFiles: async (_l, c, d) => call(`${name}.listFiles ${c.slice(0, 4)} ${d}`, []),
     close: async () => void calls.push(`${name}.close`),
   };
@@ -45,11 +47,15 @@ describe("repositories by backend", () => {
     await reader.resolveRef(gitaly, { branch: "main" }, ctx);
     await reader.readFile(local, COMMIT.toUpperCase(), "a/b.yaml", 10, ctx);
     await reader.listFiles(gitaly, COMMIT, "dir/", ctx);
+    await reader.readFiles(gitaly, COMMIT.toUpperCase(), ["a.yaml", "b/c.yaml"], 10, ctx);
+    await reader.readFiles(local, COMMIT, [], 10, ctx);
     await reader.close();
     expect(calls).toEqual([
       'gitaly.resolveRef {"branch":"main"}',
       "local.readFile 0123 a/b.yaml",
       "gitaly.listFiles 0123 dir",
+      "gitaly.readFiles 0123 a.yaml,b/c.yaml",
+      "local.readFiles 0123 ",
       "gitaly.close",
       "local.close",
     ]);
@@ -66,6 +72,18 @@ describe("repositories by backend", () => {
       (r: RepositoryReader) => r.readFile(gitaly, "HEAD~1", "a.yaml", 10, ctx),
     ],
     ["a path out of the tree", (r: RepositoryReader) => r.readFile(gitaly, COMMIT, "../etc/passwd", 10, ctx)],
+    [
+      "a revision instead of a commit id, for several files",
+      (r: RepositoryReader) => r.readFiles(local, "main", ["a.yaml"], 10, ctx),
+    ],
+    [
+      "one path out of the tree among several",
+      (r: RepositoryReader) => r.readFiles(gitaly, COMMIT, ["a.yaml", "b/../../x", "c.yaml"], 10, ctx),
+    ],
+    [
+      "a path with a line feed among several",
+      (r: RepositoryReader) => r.readFiles(local, COMMIT, ["a.yaml", "b\nHEAD:c"], 10, ctx),
+    ],
     ["a moving ref to list", (r: RepositoryReader) => r.listFiles(gitaly, "main", "", ctx)],
   ])("%s is refused before any backend sees it", async (_, call) => {
     const calls: string[] = [];

@@ -10,6 +10,7 @@ import {
   type BatchCheckResult,
   GitOutputError,
   type LsTreeEntry,
+  parseBatch,
   parseBatchCheck,
   parseForEachRef,
   parseLsTree,
@@ -174,6 +175,51 @@ describe("cat-file --batch-check output", () => {
       ),
     );
     expect(() => parseBatchCheck(`${"a".repeat(40)} blob 3\n`, [])).toThrow(/1 lines for 0 inputs/);
+  });
+});
+
+describe("cat-file --batch output", () => {
+  const blobArb = fc.record({
+    oid: oidArb,
+    content: fc.uint8Array({ maxLength: 40 }).map((a) => Buffer.from(a)),
+  });
+  const format = (blobs: { oid: string; content: Buffer }[]): Buffer =>
+    Buffer.concat(
+      blobs.flatMap((b) => [
+        Buffer.from(`${b.oid} blob ${b.content.length}\n`),
+        b.content,
+        Buffer.from("\n"),
+      ]),
+    );
+  const expected = (blobs: { oid: string; content: Buffer }[]) =>
+    blobs.map((b) => ({ oid: b.oid, size: b.content.length }));
+
+  it("valid output round-trips (contents with NUL, LF, anything)", () => {
+    fc.assert(
+      fc.property(fc.array(blobArb, { maxLength: 10 }), (blobs) => {
+        expect(parseBatch(format(blobs), expected(blobs))).toEqual(blobs.map((b) => b.content));
+      }),
+    );
+    const tricky = { oid: "a".repeat(40), content: Buffer.from(`\n${"b".repeat(40)} blob 0\n\0`) };
+    expect(parseBatch(format([tricky]), expected([tricky]))).toEqual([tricky.content]);
+  });
+
+  it("corrupted output, a missing object, a wrong size or extra bytes: a result or a GitOutputError", () => {
+    fc.assert(
+      fc.property(
+        fc
+          .array(blobArb, { minLength: 1, maxLength: 4 })
+          .chain((blobs) => fc.tuple(fc.constant(blobs), corrupted(fc.constant(format(blobs))))),
+        ([blobs, out]) => onlyGitOutputErrors(() => parseBatch(out, expected(blobs))),
+      ),
+    );
+    const oid = "c".repeat(40);
+    expect(() => parseBatch(Buffer.from(`${oid} missing\n`), [{ oid, size: 1 }])).toThrow(GitOutputError);
+    expect(() => parseBatch(Buffer.from(`${oid} blob 2\nab\n`), [{ oid, size: 3 }])).toThrow(GitOutputError);
+    expect(() => parseBatch(Buffer.from(`${oid} blob 1\na\nx`), [{ oid, size: 1 }])).toThrow(
+      /after the last/,
+    );
+    expect(() => parseBatch(Buffer.from(`${oid} blob 3\nab`), [{ oid, size: 3 }])).toThrow(/cut short/);
   });
 });
 

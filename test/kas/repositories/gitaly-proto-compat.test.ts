@@ -124,6 +124,15 @@ describe("proto/gitaly against Gitaly's own protos", () => {
         ".gitaly.Repository.gl_project_path",
         ".gitaly.TreeEntryRequest.limit",
         ".gitaly.TreeEntryResponse.size",
+        ".gitaly.BlobService.GetBlobs",
+        ".gitaly.GetBlobsRequest.revision_paths",
+        ".gitaly.GetBlobsRequest.RevisionPath.path",
+        ".gitaly.GetBlobsRequest.limit",
+        ".gitaly.GetBlobsResponse.size",
+        ".gitaly.GetBlobsResponse.data",
+        ".gitaly.GetBlobsResponse.oid",
+        ".gitaly.GetBlobsResponse.is_submodule",
+        ".gitaly.GetBlobsResponse.path",
       ]) {
         expect(ours.has(name), name).toBe(true);
       }

@@ -181,6 +181,91 @@ describe("readFile", () => {
   });
 });
 
+describe("readFiles", () => {
+  test("several files of a commit in one GetBlobs call, a large one over several messages", async () => {
+    const loc = location("group/project.git");
+    const calls = server.calls("GetBlobs");
+    const treeEntries = server.calls("TreeEntry");
+    const files = await reader.readFiles(
+      loc,
+      first,
+      ["README.md", "manifests/ns.yaml", "big.bin", "empty.txt", "manifests/app/svc.yaml"],
+      big.length,
+      ctx,
+    );
+    expect([...files.keys()].sort()).toEqual([
+      "README.md",
+      "big.bin",
+      "empty.txt",
+      "manifests/app/svc.yaml",
+      "manifests/ns.yaml",
+    ]);
+    expect(files.get("README.md")?.toString()).toBe("hello\n");
+    expect(files.get("manifests/ns.yaml")?.toString()).toBe("kind: Namespace\n");
+    expect(files.get("big.bin")?.equals(big)).toBe(true);
+    expect(files.get("empty.txt")).toEqual(Buffer.alloc(0));
+    expect(server.calls("GetBlobs") - calls).toBe(1);
+    expect(server.calls("TreeEntry")).toBe(treeEntries);
+    expect((await reader.readFiles(loc, second, ["README.md"], 100, ctx)).get("README.md")?.toString()).toBe(
+      "hello again\n",
+    );
+  });
+
+  test("missing paths and directories are absent; the rest are read", async () => {
+    const loc = location("group/project.git");
+    const files = await reader.readFiles(
+      loc,
+      first,
+      ["nope.yaml", "README.md", "manifests", "feature.txt", "manifests/app/deploy.yaml"],
+      1024,
+      ctx,
+    );
+    expect([...files.keys()].sort()).toEqual(["README.md", "manifests/app/deploy.yaml"]);
+  });
+
+  test("an empty list is an empty map, without a call", async () => {
+    const calls = server.calls("GetBlobs");
+    expect(await reader.readFiles(location("group/project.git"), first, [], 1024, ctx)).toEqual(new Map());
+    expect(server.calls("GetBlobs")).toBe(calls);
+  });
+
+  test("a file over maxBytesEach is too_large, naming it, without the server streaming it", async () => {
+    const before = server.contentBytes("GetBlobs");
+    const err = await reader
+      .readFiles(location("group/project.git"), first, ["README.md", "big.bin", "empty.txt"], 1000, ctx)
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RepositoryError);
+    expect((err as RepositoryError).code).toBe("too_large");
+    expect((err as Error).message).toMatch(/big\.bin at [0-9a-f]{40} is 307200 bytes, over 1000/);
+    expect((err as RepositoryError).path).toBe("big.bin");
+    // The request's limit bounds what the server sends per blob: README.md, then at most 1001 of big.bin.
+    expect(server.contentBytes("GetBlobs") - before).toBeLessThanOrEqual(1001 + "hello\n".length);
+  });
+
+  test("many files in one call", async () => {
+    const many = await storage.init("group/many-blobs.git");
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 500; i++) files[`d/f${i}.yaml`] = `n: ${i}\n`;
+    const commit = await many.commit(files);
+    const read = await reader.readFiles(
+      location("group/many-blobs.git"),
+      commit,
+      Object.keys(files),
+      100,
+      ctx,
+    );
+    expect(read.size).toBe(500);
+    expect(read.get("d/f499.yaml")?.toString()).toBe("n: 499\n");
+  });
+
+  test("a missing repository is not_found", async () => {
+    const err = await reader
+      .readFiles(location("nope.git"), first, ["README.md"], 10, ctx)
+      .catch((e: unknown) => e);
+    expect((err as RepositoryError).code).toBe("not_found");
+  });
+});
+
 describe("listFiles", () => {
   test("every blob from the root, recursively, with object ids", async () => {
     const files = await reader.listFiles(location("group/project.git"), first, "", ctx);

@@ -189,6 +189,92 @@ describe.each([
     });
   });
 
+  describe("readFiles", () => {
+    it("several files of a commit in one call (binary-safe, NUL and LF in content, empty files)", async () => {
+      const tricky = Buffer.from("a\nb\0c\n\n1234567890abcdef0123456789abcdef01234567 blob 3\n");
+      const many = await repo.commit(
+        {
+          "m/a.yaml": "kind: A\n",
+          "m/tricky.bin": tricky,
+          "m/empty.yaml": "",
+          "m/same.yaml": "kind: A\n",
+          "with space/ü.yaml": "x: 1",
+        },
+        { branch: "many" },
+      );
+      const files = await reader.readFiles(
+        loc,
+        many,
+        ["m/a.yaml", "m/tricky.bin", "m/empty.yaml", "m/same.yaml", "with space/ü.yaml"],
+        1000,
+        ctx,
+      );
+      expect(Object.fromEntries([...files].map(([p, b]) => [p, b.toString("latin1")]))).toEqual({
+        "m/a.yaml": "kind: A\n",
+        "m/tricky.bin": tricky.toString("latin1"),
+        "m/empty.yaml": "",
+        "m/same.yaml": "kind: A\n",
+        "with space/ü.yaml": "x: 1",
+      });
+    });
+
+    it("missing files, directories and paths below a file are absent; the rest are read", async () => {
+      const files = await reader.readFiles(
+        loc,
+        second,
+        ["README.md", "nope.yaml", "manifests", "README.md/x", "manifests/ns.yaml"],
+        100,
+        ctx,
+      );
+      expect([...files.keys()].sort()).toEqual(["README.md", "manifests/ns.yaml"]);
+      expect(files.get("manifests/ns.yaml")?.toString()).toBe("kind: Namespace\n");
+      expect((await reader.readFiles(loc, first, ["manifests/ns.yaml"], 100, ctx)).size).toBe(0);
+    });
+
+    it("an empty list is an empty map", async () => {
+      expect(await reader.readFiles(loc, second, [], 100, ctx)).toEqual(new Map());
+    });
+
+    it("one file over maxBytesEach is too_large, naming it; exactly maxBytesEach is read", async () => {
+      const size = 100_000;
+      const big = await repo.commit(
+        { "exact.bin": Buffer.alloc(size, 7), "over.bin": Buffer.alloc(size + 1, 7) },
+        { branch: "big-batch" },
+      );
+      const files = await reader.readFiles(loc, big, ["exact.bin", "README.md"], size, ctx);
+      expect(files.get("exact.bin")?.length).toBe(size);
+      const tooLarge = reader.readFiles(loc, big, ["README.md", "over.bin", "exact.bin"], size, ctx);
+      await rejectsWith(tooLarge, "too_large", /^over\.bin at [0-9a-f]{40} is 100001 bytes, over 100000/);
+      await expect(tooLarge).rejects.toMatchObject({ path: "over.bin" });
+    });
+
+    it("a missing commit is an error; bad paths and commit ids are refused", async () => {
+      await rejectsWith(
+        reader.readFiles(loc, "1".repeat(40), ["README.md"], 100, ctx),
+        "failed",
+        /no commit 1{40}/,
+      );
+      await rejectsWith(
+        reader.readFiles(loc, second, ["README.md", "../x"], 100, ctx),
+        "failed",
+        /^invalid file path/,
+      );
+      await rejectsWith(reader.readFiles(loc, "HEAD", ["README.md"], 100, ctx), "failed", /full hex/);
+      await rejectsWith(
+        reader.readFiles(loc, second, ["README.md"], 100, { agentId: "1", signal: AbortSignal.abort() }),
+        "aborted",
+      );
+    });
+
+    it("thousands of files in one call", async () => {
+      const files = Object.fromEntries(Array.from({ length: 3000 }, (_, i) => [`k/${i}.yaml`, `n: ${i}\n`]));
+      const commit = await repo.commit(files, { branch: "thousands" });
+      const read = await reader.readFiles(loc, commit, Object.keys(files), 100, ctx);
+      expect(read.size).toBe(3000);
+      expect(read.get("k/2999.yaml")?.toString()).toBe("n: 2999\n");
+    });
+  });
+
   describe("listFiles", () => {
     const blobId = (rev: string) => repo.git(["rev-parse", rev]);
 
@@ -364,6 +450,18 @@ describe("local git: repository states and failures", () => {
       await rejectsWith(queued, "aborted", /waiting for a git process slot/);
       // The queue moves on for other callers.
       expect(await unrelated).toMatch(/^[0-9a-f]{40}$/);
+    });
+
+    it("readFiles: an abort mid-call is aborted", async () => {
+      const limited = new LocalGitRepositories({ gitBinary: slowGit, concurrency: 1 });
+      const commit = await limited.resolveRef(local(repo.path), { branch: "main" }, ctx);
+      const ac = new AbortController();
+      const running = limited.readFiles(local(repo.path), commit!, ["a.yaml"], 100, {
+        agentId: "1",
+        signal: ac.signal,
+      });
+      setTimeout(() => ac.abort(), 50);
+      await rejectsWith(running, "aborted", /abandoned/);
     });
 
     it("a git process over the timeout is killed: aborted", async () => {

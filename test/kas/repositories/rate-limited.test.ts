@@ -35,6 +35,10 @@ class CountingReader implements RepositoryReader {
     this.calls.push(`readFile:${commitId}:${path}`);
     return Buffer.from(path);
   }
+  async readFiles(_: RepositoryLocation, commitId: string, paths: readonly string[]) {
+    this.calls.push(`readFiles:${commitId}:${paths.length}`);
+    return new Map(paths.map((p) => [p, Buffer.from(p)]));
+  }
   async listFiles(_: RepositoryLocation, commitId: string, dir: string): Promise<TreeFile[]> {
     this.calls.push(`listFiles:${commitId}:${dir}`);
     return [{ path: `${dir}/a`, oid: "0".repeat(40) }];
@@ -156,6 +160,21 @@ describe("in-process limits", () => {
     ]);
     await reader.close();
     expect(inner.closed).toBe(true);
+  });
+
+  it("readFiles takes one token for the whole batch, however many files", async () => {
+    const { inner, registry, reader } = limited({ perServer: { ratePerSecond: 1, burst: 2 } });
+    const paths = Array.from({ length: 1000 }, (_, i) => `m/${i}.yaml`);
+    const files = await reader.readFiles(local, "c", paths, 10, { agentId: "1" });
+    expect(files.size).toBe(1000);
+    expect(files.get("m/999.yaml")).toEqual(Buffer.from("m/999.yaml"));
+    await reader.readFiles(local, "c", paths, 10, { agentId: "1" });
+    expect(await deferred(registry, "process_server")).toBe(0);
+    // The burst of 2 is spent: the next call waits for a token.
+    const third = reader.readFiles(local, "c", ["x.yaml"], 10, { agentId: "1" });
+    await until(async () => (await deferred(registry, "process_server")) === 1, 5000, "the third waiting");
+    expect((await third).size).toBe(1);
+    expect(inner.calls).toEqual(["readFiles:c:1000", "readFiles:c:1000", "readFiles:c:1"]);
   });
 
   it("abort while waiting rejects with RepositoryError(aborted); the line moves on", async () => {

@@ -14,7 +14,7 @@ import { until } from "../../support/until.ts";
 
 /** The real local-git reader, counting calls by method. */
 function counting(inner: RepositoryReader) {
-  const calls = { resolveRef: 0, readFile: 0, listFiles: 0 };
+  const calls = { resolveRef: 0, readFile: 0, readFiles: 0, listFiles: 0 };
   const reader: RepositoryReader = {
     resolveRef: (...a) => {
       calls.resolveRef++;
@@ -23,6 +23,10 @@ function counting(inner: RepositoryReader) {
     readFile: (...a) => {
       calls.readFile++;
       return inner.readFile(...a);
+    },
+    readFiles: (...a) => {
+      calls.readFiles++;
+      return inner.readFiles(...a);
     },
     listFiles: (...a) => {
       calls.listFiles++;

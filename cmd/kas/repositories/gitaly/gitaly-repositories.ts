@@ -1,6 +1,6 @@
 // RepositoryReader over Gitaly: refs from one InfoRefsUploadPack call (no objects), a commit id
-// checked with FindCommit, one file with TreeEntry (bounded by `limit`), a listing with
-// GetTreeEntries.
+// checked with FindCommit, one file with TreeEntry (bounded by `limit`), many files of a commit
+// with one GetBlobs, a listing with GetTreeEntries.
 import { type Metadata, status } from "@grpc/grpc-js";
 import type { GitalyRepository } from "../../../../modules/runtime/kas.ts";
 import {
@@ -11,6 +11,7 @@ import {
   type RepositoryReader,
   type TreeFile,
 } from "../../../../modules/runtime/repositories.ts";
+import type { GetBlobsResponse } from "../../../../proto/gen/gitaly/blob.ts";
 import {
   type FindCommitResponse,
   TreeEntry_EntryType,
@@ -177,6 +178,89 @@ export class GitalyRepositories implements RepositoryReader {
         throw err;
       }
       return found ? Buffer.concat(chunks) : undefined;
+    });
+  }
+
+  async readFiles(
+    location: RepositoryLocation,
+    commitId: string,
+    paths: readonly string[],
+    maxBytesEach: number,
+    ctx: RepositoryCallContext,
+  ): Promise<Map<string, Buffer>> {
+    const files = new Map<string, Buffer>();
+    // Gitaly names each blob by the path it was asked for: one request per distinct path.
+    const asked = new Map<string, string>();
+    for (const path of paths) if (!asked.has(trimPath(path))) asked.set(trimPath(path), path);
+    if (asked.size === 0) return files;
+    const where = `Gitaly ${addressOf(location)}, project ${projectOf(location)}`;
+    return this.#run(location, "GetBlobs", ctx, async (call) => {
+      const answered = new Set<string>();
+      let current: { path: string; size: number; received: number; chunks: Buffer[] } | undefined;
+      const finish = () => {
+        if (current === undefined) return;
+        if (current.received !== current.size) {
+          throw new RepositoryError(
+            "failed",
+            `${where}: ${current.path}: received ${current.received} of ${current.size} bytes`,
+          );
+        }
+        files.set(current.path, Buffer.concat(current.chunks));
+        current = undefined;
+      };
+      await consumeStream(
+        call.clients.blob.getBlobs(
+          {
+            repository: call.repository,
+            revisionPaths: [...asked.keys()].map((path) => ({ revision: commitId, path: Buffer.from(path) })),
+            // The limit is per blob; one byte over maxBytesEach still tells "too large".
+            limit: String(maxBytesEach + 1),
+          },
+          call.metadata,
+          call.options,
+        ),
+        (message: GetBlobsResponse) => {
+          // A blob's first message names it; the ones after carry only data.
+          if (message.path.length > 0 || message.oid !== "" || message.revision !== "") {
+            finish();
+            const trimmed = message.path.toString("utf8");
+            const path = asked.get(trimmed);
+            if (path === undefined || answered.has(trimmed)) {
+              throw new RepositoryError(
+                "failed",
+                `${where}: GetBlobs answered ${JSON.stringify(trimmed)}, which was not asked for (or twice)`,
+              );
+            }
+            answered.add(trimmed);
+            // No such file, or a submodule: absent.
+            if (message.oid === "" || message.isSubmodule) return "continue";
+            const size = Number(message.size);
+            if (size > maxBytesEach) {
+              throw new RepositoryError(
+                "too_large",
+                `${where}: ${path} at ${commitId} is ${size} bytes, over ${maxBytesEach}`,
+                { path },
+              );
+            }
+            current = { path, size, received: 0, chunks: [] };
+          } else if (current === undefined) {
+            if (message.data.length === 0) return "continue";
+            throw new RepositoryError("failed", `${where}: GetBlobs sent data before naming a blob`);
+          }
+          current.received += message.data.length;
+          if (current.received > current.size) {
+            throw new RepositoryError(
+              "failed",
+              `${where}: ${current.path}: more than its ${current.size} bytes received`,
+            );
+          }
+          current.chunks.push(message.data);
+          return "continue";
+        },
+        call.signal,
+      );
+      finish();
+      return files;
     });
   }
 

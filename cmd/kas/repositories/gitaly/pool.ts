@@ -1,11 +1,13 @@
 // One gRPC channel per Gitaly address, shared by every project on that server; a channel nobody
 // has used for a while is closed (kas talks to a few Gitaly servers, each poll is short).
 import { Channel, type ChannelCredentials } from "@grpc/grpc-js";
+import { BlobServiceClient } from "../../../../proto/gen/gitaly/blob.ts";
 import { CommitServiceClient } from "../../../../proto/gen/gitaly/commit.ts";
 import { SmartHTTPServiceClient } from "../../../../proto/gen/gitaly/smarthttp.ts";
 import { gitalyCredentials, parseGitalyAddress } from "./address.ts";
 
 export interface GitalyClients {
+  readonly blob: BlobServiceClient;
   readonly commit: CommitServiceClient;
   readonly smartHttp: SmartHTTPServiceClient;
 }
@@ -72,6 +74,7 @@ export class GitalyConnectionPool {
     const entry: Entry = {
       channel,
       clients: {
+        blob: new BlobServiceClient(target.target, creds, options),
         commit: new CommitServiceClient(target.target, creds, options),
         smartHttp: new SmartHTTPServiceClient(target.target, creds, options),
       },

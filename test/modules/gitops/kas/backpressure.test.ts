@@ -27,6 +27,7 @@ test("a write that returns false: nothing more is written until 'drain'", async 
     resolveRef: async () => COMMIT,
     listFiles: async () => [{ path: "app.yaml", oid: "b".repeat(40) }],
     readFile: async () => content,
+    readFiles: async (_l, _c, paths) => new Map(paths.map((p) => [p, content])),
     close: async () => {},
   };
   const session = Object.assign(new EventEmitter(), {

@@ -94,7 +94,10 @@ describe("GitOps manifests from Gitaly (agent and project access by GitLab)", ()
       expect(asked.length).toBe(1);
       expect(asked[0]!.agentToken).toBe(AGENT_TOKEN);
       expect(asked[0]!.jwt.ok).toBe(true);
-      expect(gitaly.calls("GetTreeEntries") + gitaly.calls("TreeEntry")).toBeGreaterThan(0);
+      // A commit's files: one listing, one GetBlobs for all of them, no TreeEntry per file.
+      expect(gitaly.calls("GetTreeEntries")).toBeGreaterThan(0);
+      expect(gitaly.calls("GetBlobs")).toBeGreaterThan(0);
+      expect(gitaly.calls("TreeEntry")).toBe(0);
 
       // A push by GitLab's numeric id reaches the stream (the id came from project_info).
       const next = await repo.commit({ "deploy/app.yaml": "kind: Deployment\nspec: {}\n" });

@@ -20,6 +20,7 @@ const repositories: RepositoryReader = {
     return next;
   },
   readFile: async () => undefined,
+  readFiles: async () => new Map(),
   listFiles: async () => [],
   close: async () => {},
 };
