@@ -66,6 +66,8 @@ export interface RepositoryReader {
     paths: readonly string[],
     maxBytesEach: number,
     ctx: RepositoryCallContext,
+    /** The files together: past it, a `too_large` RepositoryError (no `path`), reading no further. */
+    maxTotalBytes?: number,
   ): Promise<Map<string, Buffer>>;
   /** Every blob under `dir` ("" for the root) at `commitId`, recursively; [] when `dir` does not exist. */
   listFiles(

@@ -46,10 +46,18 @@ export class RepositoriesByBackend implements RepositoryReader {
     paths: readonly string[],
     maxBytesEach: number,
     ctx: RepositoryCallContext,
+    maxTotalBytes?: number,
   ): Promise<Map<string, Buffer>> {
     const commit = checkCommitId(commitId);
     const files = paths.map((path) => checkTreePath(path, "file"));
-    return this.backends[location.backend].readFiles(location, commit, files, maxBytesEach, ctx);
+    return this.backends[location.backend].readFiles(
+      location,
+      commit,
+      files,
+      maxBytesEach,
+      ctx,
+      maxTotalBytes,
+    );
   }
 
   async listFiles(

@@ -104,6 +104,7 @@ export class LocalGitRepositories implements RepositoryReader {
     paths: readonly string[],
     maxBytesEach: number,
     ctx: RepositoryCallContext,
+    maxTotalBytes = Number.POSITIVE_INFINITY,
   ): Promise<Map<string, Buffer>> {
     const repo = localPath(location);
     const commit = checkCommitId(commitId);
@@ -127,6 +128,13 @@ export class LocalGitRepositories implements RepositoryReader {
       blobs.push({ path: files[i]!, oid: entry.oid, size: entry.size });
     }
     if (blobs.length === 0) return out;
+    const total = blobs.reduce((sum, b) => sum + b.size, 0);
+    if (total > maxTotalBytes) {
+      throw new RepositoryError(
+        "too_large",
+        `${blobs.length} files at ${commit} are ${total} bytes together, over ${maxTotalBytes}`,
+      );
+    }
     // Then every content in one --batch, whose output is exactly this long.
     const expectedBytes = blobs.reduce((sum, b) => sum + `${b.oid} blob ${b.size}\n`.length + b.size + 1, 0);
     const { stdout } = await this.#git.run({

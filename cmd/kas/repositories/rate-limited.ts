@@ -166,9 +166,10 @@ export class RateLimitedRepositories implements RepositoryReader {
     paths: readonly string[],
     maxBytesEach: number,
     ctx: RepositoryCallContext,
+    maxTotalBytes?: number,
   ): Promise<Map<string, Buffer>> {
     await this.#admit(location, ctx);
-    return this.#inner.readFiles(location, commitId, paths, maxBytesEach, ctx);
+    return this.#inner.readFiles(location, commitId, paths, maxBytesEach, ctx, maxTotalBytes);
   }
 
   async listFiles(

@@ -40,7 +40,7 @@ export interface ManifestFile {
  * The files of `commit` matching `globs`, read in full before anything is sent (so an agent never
  * gets part of a commit that a limit refuses), all in one `readFiles` call (one rate-limit token,
  * however the repository is laid out): at most `maxNumberOfFiles` files of at most
- * `maxManifestFileSize` bytes each are held. Throws a Refusal for a limit, the repository's error
+ * `maxManifestFileSize` bytes each, `maxTotalManifestFileSize` in all, are held. Throws a Refusal for a limit, the repository's error
  * otherwise.
  */
 export async function readManifests(
@@ -68,8 +68,16 @@ export async function readManifests(
       files.map((f) => f.path),
       limits.maxManifestFileSize,
       ctx,
+      // Never more than the total limit held: the backends stop reading past it.
+      limits.maxTotalManifestFileSize,
     );
   } catch (err) {
+    if (err instanceof RepositoryError && err.code === "too_large" && err.path === undefined) {
+      throw new Refusal(
+        grpc.status.RESOURCE_EXHAUSTED,
+        `commit ${commit}: the matching files are larger than max_total_manifest_file_size (${limits.maxTotalManifestFileSize} bytes) together`,
+      );
+    }
     if (err instanceof RepositoryError && err.code === "too_large") {
       throw new Refusal(
         grpc.status.RESOURCE_EXHAUSTED,

@@ -229,6 +229,16 @@ describe("readFiles", () => {
     expect(server.calls("GetBlobs")).toBe(calls);
   });
 
+  test("files over maxTotalBytes together are too_large", async () => {
+    const loc = location("group/project.git");
+    const both = ["README.md", "manifests/ns.yaml"]; // 6 + 16 bytes
+    expect((await reader.readFiles(loc, first, both, 1024, ctx, 22)).size).toBe(2);
+    const err = await reader.readFiles(loc, first, both, 1024, ctx, 21).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RepositoryError);
+    expect(err).toMatchObject({ code: "too_large", path: undefined });
+    expect((err as Error).message).toMatch(/over 21 bytes together/);
+  });
+
   test("a file over maxBytesEach is too_large, naming it, without the server streaming it", async () => {
     const before = server.contentBytes("GetBlobs");
     const err = await reader

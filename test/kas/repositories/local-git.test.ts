@@ -4,10 +4,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalGitRepositories } from "../../../cmd/kas/repositories/local-git.ts";
-import type {
-  RepositoryErrorCode,
-  RepositoryLocation,
-  RepositoryReader,
+import {
+  RepositoryError,
+  type RepositoryErrorCode,
+  type RepositoryLocation,
+  type RepositoryReader,
 } from "../../../modules/runtime/repositories.ts";
 import { GitRepo } from "../../support/git-repo.ts";
 
@@ -233,6 +234,20 @@ describe.each([
 
     it("an empty list is an empty map", async () => {
       expect(await reader.readFiles(loc, second, [], 100, ctx)).toEqual(new Map());
+    });
+
+    it("files over maxTotalBytes together are too_large before any content is read", async () => {
+      const two = await repo.commit(
+        { "a.bin": Buffer.alloc(600, 1), "b.bin": Buffer.alloc(600, 2) },
+        { branch: "total" },
+      );
+      expect((await reader.readFiles(loc, two, ["a.bin", "b.bin"], 1000, ctx, 1200)).size).toBe(2);
+      const err = await reader
+        .readFiles(loc, two, ["a.bin", "b.bin"], 1000, ctx, 1199)
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(RepositoryError);
+      expect(err).toMatchObject({ code: "too_large", path: undefined });
+      expect((err as Error).message).toMatch(/2 files at [0-9a-f]{40} are 1200 bytes together, over 1199/);
     });
 
     it("one file over maxBytesEach is too_large, naming it; exactly maxBytesEach is read", async () => {

@@ -187,6 +187,7 @@ export class GitalyRepositories implements RepositoryReader {
     paths: readonly string[],
     maxBytesEach: number,
     ctx: RepositoryCallContext,
+    maxTotalBytes = Number.POSITIVE_INFINITY,
   ): Promise<Map<string, Buffer>> {
     const files = new Map<string, Buffer>();
     // Gitaly names each blob by the path it was asked for: one request per distinct path.
@@ -196,6 +197,7 @@ export class GitalyRepositories implements RepositoryReader {
     const where = `Gitaly ${addressOf(location)}, project ${projectOf(location)}`;
     return this.#run(location, "GetBlobs", ctx, async (call) => {
       const answered = new Set<string>();
+      let total = 0;
       let current: { path: string; size: number; received: number; chunks: Buffer[] } | undefined;
       const finish = () => {
         if (current === undefined) return;
@@ -240,6 +242,13 @@ export class GitalyRepositories implements RepositoryReader {
                 "too_large",
                 `${where}: ${path} at ${commitId} is ${size} bytes, over ${maxBytesEach}`,
                 { path },
+              );
+            }
+            total += size;
+            if (total > maxTotalBytes) {
+              throw new RepositoryError(
+                "too_large",
+                `${where}: the files at ${commitId} are over ${maxTotalBytes} bytes together`,
               );
             }
             current = { path, size, received: 0, chunks: [] };
