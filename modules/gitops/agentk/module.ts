@@ -163,6 +163,8 @@ interface WorkerContext {
 
 interface Commit {
   commitId: string;
+  /** The agent's id, as kas knows it ("0": an older kas that does not say). */
+  agentId: string;
   files: Map<string, Buffer>;
   /** Set when the commit was refused (too large): reported, not applied. */
   refused?: string;
@@ -263,7 +265,14 @@ class ProjectWorker {
       const cancel = () => call.cancel();
       signal.addEventListener("abort", cancel, { once: true });
       let commit:
-        | { commitId: string; chunks: Map<string, Buffer[]>; last: string; bytes: number; refused?: string }
+        | {
+            commitId: string;
+            agentId: string;
+            chunks: Map<string, Buffer[]>;
+            last: string;
+            bytes: number;
+            refused?: string;
+          }
         | undefined;
       const protocolError = (message: string) => {
         this.#log.warn({ err: message }, "unexpected message on the manifest stream; reconnecting");
@@ -272,7 +281,13 @@ class ProjectWorker {
       };
       call.on("data", (message: GetObjectsToSynchronizeResponse) => {
         if (message.header) {
-          commit = { commitId: message.header.commitId, chunks: new Map(), last: "", bytes: 0 };
+          commit = {
+            commitId: message.header.commitId,
+            agentId: message.header.agentId,
+            chunks: new Map(),
+            last: "",
+            bytes: 0,
+          };
         } else if (message.object) {
           if (!commit) return protocolError("an object before any header");
           const { source, data } = message.object;
@@ -295,6 +310,7 @@ class ProjectWorker {
           const files = new Map([...commit.chunks].map(([s, parts]) => [s, Buffer.concat(parts)] as const));
           this.#receive({
             commitId: commit.commitId,
+            agentId: commit.agentId,
             files,
             ...(commit.refused && { refused: commit.refused }),
           });
@@ -349,6 +365,8 @@ class ProjectWorker {
       try {
         outcome = await applier.apply({
           project,
+          // Inventories are named after the agent (kas says who it is), else the applier's owner.
+          ...(commit.agentId !== "0" && commit.agentId !== "" && { owner: `agent-${commit.agentId}` }),
           files: commit.files,
           signal,
           waitSignal: this.#syncWait.signal,

@@ -154,7 +154,7 @@ export function addGitopsService(deps: GitopsServiceDeps): void {
       const sendCommit = async (repo: ProjectRepository, commit: string, files: ManifestFile[]) => {
         const numericId =
           repo.projectId !== "" ? repo.projectId : /^[1-9]\d{0,18}$/.test(project) ? project : "0";
-        await send({ header: { commitId: commit, projectId: numericId } });
+        await send({ header: { commitId: commit, projectId: numericId, agentId: agent.agentId } });
         for (const file of files) {
           // An empty file is one empty object; a big one spans consecutive objects with its source.
           for (let at = 0; at === 0 || at < file.data.length; at += MAX_CHUNK_BYTES) {

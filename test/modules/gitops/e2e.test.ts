@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { stringify } from "yaml";
+import { inventoryLocation } from "../../../modules/gitops/agentk/applier/index.ts";
 import { gitlabJwt, TOKEN } from "../../kas/support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "../../kas/support/in-process.ts";
 import { type InProcessAgentk, startInProcessAgentk } from "../../support/agentk-in-process.ts";
@@ -420,6 +421,9 @@ describe("GitOps end to end: kas + agentk + git + the Kubernetes test server", (
     const otherInventory = get("configmaps", "shared", "other-2").metadata.annotations?.[OWNING_INVENTORY];
     expect(otherInventory).toBeDefined();
     expect(otherInventory).not.toBe(manifestsInventory);
+    // Inventories are named after the agent kas says is calling (agent 42), not a fixed owner.
+    expect(manifestsInventory).toBe(inventoryLocation("agent-42", "group/manifests", "shared").id);
+    expect(otherInventory).toBe(inventoryLocation("agent-42", "group/other", "shared").id);
     // group/manifests pruned (test 3) in the namespace the other project writes to: the other's stay.
     expect(has("configmaps", "shared", "other-1")).toBe(true);
     expect(has("configmaps", "shared", "other-3")).toBe(true);

@@ -66,6 +66,8 @@ export interface ApplierOptions {
 
 export interface ApplyRequest {
   project: ManifestProject;
+  /** Whose inventory this is (default: the applier's `owner`). */
+  owner?: string;
   /** The commit's files: path -> contents. */
   files: ReadonlyMap<string, Uint8Array | string>;
   /** Aborts the whole sync (the module stops). */
@@ -156,8 +158,11 @@ export class Applier {
   }
 
   /** Where `project`'s inventory is kept. */
-  inventory(project: Pick<ManifestProject, "id" | "default_namespace">): InventoryLocation {
-    return inventoryLocation(this.#owner, project.id, project.default_namespace);
+  inventory(
+    project: Pick<ManifestProject, "id" | "default_namespace">,
+    owner = this.#owner,
+  ): InventoryLocation {
+    return inventoryLocation(owner, project.id, project.default_namespace);
   }
 
   /** Applies one commit of one manifest project; never rejects for a problem of the manifests or the cluster. */
@@ -172,7 +177,7 @@ export class Applier {
       outcomes.push(outcome);
       this.#onEvent({ type: "object", outcome });
     };
-    const location = this.inventory(project);
+    const location = this.inventory(project, request.owner);
 
     // 1. Read.
     const { objects, problems } = parseManifests(request.files);

@@ -66,6 +66,11 @@ export interface GetObjectsToSynchronizeResponse_Header {
   commitId: string;
   /** The project's numeric id, as GitLab knows it (0 when unknown). */
   projectId: string;
+  /**
+   * The calling agent's id: agentk names its inventories after it, so two
+   * agents applying one project to one cluster keep theirs apart.
+   */
+  agentId: string;
 }
 
 /**
@@ -515,7 +520,7 @@ export const GetObjectsToSynchronizeResponse: MessageFns<GetObjectsToSynchronize
 };
 
 function createBaseGetObjectsToSynchronizeResponse_Header(): GetObjectsToSynchronizeResponse_Header {
-  return { commitId: "", projectId: "0" };
+  return { commitId: "", projectId: "0", agentId: "0" };
 }
 
 export const GetObjectsToSynchronizeResponse_Header: MessageFns<GetObjectsToSynchronizeResponse_Header> = {
@@ -525,6 +530,9 @@ export const GetObjectsToSynchronizeResponse_Header: MessageFns<GetObjectsToSync
     }
     if (message.projectId !== "0") {
       writer.uint32(16).int64(message.projectId);
+    }
+    if (message.agentId !== "0") {
+      writer.uint32(24).int64(message.agentId);
     }
     return writer;
   },
@@ -558,6 +566,14 @@ export const GetObjectsToSynchronizeResponse_Header: MessageFns<GetObjectsToSync
             message.projectId = reader.int64().toString();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.agentId = reader.int64().toString();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -582,6 +598,11 @@ export const GetObjectsToSynchronizeResponse_Header: MessageFns<GetObjectsToSync
         : isSet(object.project_id)
         ? globalThis.String(object.project_id)
         : "0",
+      agentId: isSet(object.agentId)
+        ? globalThis.String(object.agentId)
+        : isSet(object.agent_id)
+        ? globalThis.String(object.agent_id)
+        : "0",
     };
   },
 
@@ -593,6 +614,9 @@ export const GetObjectsToSynchronizeResponse_Header: MessageFns<GetObjectsToSync
     if (message.projectId !== "0") {
       obj.projectId = message.projectId;
     }
+    if (message.agentId !== "0") {
+      obj.agentId = message.agentId;
+    }
     return obj;
   },
 
@@ -603,6 +627,7 @@ export const GetObjectsToSynchronizeResponse_Header: MessageFns<GetObjectsToSync
     const message = createBaseGetObjectsToSynchronizeResponse_Header();
     message.commitId = object.commitId ?? "";
     message.projectId = object.projectId ?? "0";
+    message.agentId = object.agentId ?? "0";
     return message;
   },
 };

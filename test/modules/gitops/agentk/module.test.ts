@@ -68,7 +68,7 @@ class FakeKas extends EventEmitter<{ stream: [Stream]; ended: [Stream]; report: 
 
   /** Sends one commit: a header, each file in two chunks, a trailer. */
   sendCommit(stream: Stream, commitId: string, files: Record<string, string>) {
-    stream.write({ header: { commitId, projectId: "0" } });
+    stream.write({ header: { commitId, projectId: "0", agentId: "0" } });
     for (const [source, text] of Object.entries(files)) {
       const data = Buffer.from(text);
       const half = Math.floor(data.length / 2);

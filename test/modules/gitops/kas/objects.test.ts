@@ -136,7 +136,7 @@ describe("GitopsService over an agent's tunnel, local manifest projects", () => 
       const [commit] = stream.commits();
       expect(commit!.commitId).toBe(first);
       expect(commit!.projectId).toBe("0"); // a local repository: GitLab's id unknown
-      expect(stream.messages[0]!.header).toBeDefined();
+      expect(stream.messages[0]!.header?.agentId).toBe("42"); // the tunnel's agent
       expect(stream.messages.at(-1)!.trailer).toBeDefined();
       expect(texts(commit!)).toEqual({
         "root.yaml": "kind: Root\n",
