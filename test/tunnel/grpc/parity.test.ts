@@ -48,14 +48,16 @@ const scenarios: Scenario[] = [
 ];
 
 /**
- * Drops what legitimately differs: deadlines seen, and the client's own diagnostics appended to
- * DEADLINE_EXCEEDED ("after 0.2s,name resolution: 0.001s,remote_addr=127.0.0.1:4321").
+ * Drops what legitimately differs: deadlines seen, and the wording of DEADLINE_EXCEEDED, which
+ * depends on which end's timer fired first (the client's own diagnostics, "Deadline exceeded after
+ * 0.2s,name resolution: 0.001s,remote_addr=127.0.0.1:4321", or the server's "Deadline exceeded"):
+ * a race on any transport, which made this test fail now and then.
  */
 function normalize(o: Outcome): Outcome {
   const deadline = o.code === grpc.status.DEADLINE_EXCEEDED;
   return {
     ...o,
-    details: deadline ? (o.details.match(/^Deadline exceeded after/)?.[0] ?? o.details) : o.details,
+    details: deadline ? (o.details.match(/^Deadline exceeded/)?.[0] ?? o.details) : o.details,
     responses: o.responses.map(({ deadlineInMs: _, ...rest }) => ({ ...rest })),
   };
 }
