@@ -1,13 +1,13 @@
 // Agent configuration's kas half: reads each connected agent's .gitlab/agents/<name>/config.yaml
 // from its project (Gitaly, or local git), validates it, and streams it to the agent; shows it on
 // GitLab's API; polls at once on a git push notification from any replica.
-import { type KasModuleFactory, Phase } from "../../runtime/index.ts";
+import { type KasModuleFactory, onGitPush, Phase } from "../../runtime/index.ts";
 import type { AgentConfigurationKasConfig } from "./config.ts";
 import { createConfigurationMetrics } from "./metrics.ts";
-import { configurationRoute, GIT_PUSH_CHANNEL, gitPushRoute, pushedProjectSchema } from "./routes.ts";
+import { configurationRoute, gitPushRoute } from "./routes.ts";
 import { addAgentConfigurationService } from "./rpc.ts";
 import { LocalStatusStore, RedisStatusStore, type StatusStore } from "./status-store.ts";
-import { ConfigurationWatches, type PushedProject } from "./watches.ts";
+import { ConfigurationWatches } from "./watches.ts";
 
 export function agentConfigurationModule(config: AgentConfigurationKasConfig): KasModuleFactory {
   return {
@@ -35,17 +35,7 @@ export function agentConfigurationModule(config: AgentConfigurationKasConfig): K
       return {
         name: "agent_configuration",
         start() {
-          stopListening = broadcast.subscribe(GIT_PUSH_CHANNEL, (message) => {
-            let project: PushedProject;
-            try {
-              project = pushedProjectSchema.parse(JSON.parse(message));
-            } catch {
-              log.warn(
-                { message: message.slice(0, 200) },
-                "git push: a malformed message from another replica",
-              );
-              return;
-            }
+          stopListening = onGitPush(broadcast, log, (project) => {
             const polled = watches.pushed(project);
             metrics.pushes.inc({ result: polled > 0 ? "polled" : "unknown" });
           });

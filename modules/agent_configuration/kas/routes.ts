@@ -3,9 +3,8 @@
 import { z } from "zod";
 import { HttpError, sendJson } from "../../../cmd/common/http/index.ts";
 import type { Logger } from "../../../cmd/common/observability/index.ts";
-import type { ApiRoute, Broadcast } from "../../runtime/index.ts";
+import { type ApiRoute, type Broadcast, type PushedProject, publishGitPush } from "../../runtime/index.ts";
 import type { StatusStore } from "./status-store.ts";
-import type { PushedProject } from "./watches.ts";
 
 const CONFIGURATION_PATH = /^\/api\/v1\/agents\/([1-9]\d{0,18})\/configuration\/?$/;
 
@@ -42,18 +41,6 @@ export function configurationRoute(store: StatusStore): ApiRoute {
   };
 }
 
-export const GIT_PUSH_CHANNEL = "git_push";
-
-/** A push as it travels between replicas (checked on arrival: a Redis channel is no trusted input). */
-export const pushedProjectSchema = z
-  .object({
-    id: z
-      .string()
-      .regex(/^[1-9]\d{0,18}$/)
-      .optional(),
-    fullPath: z.string().min(1).max(1024).optional(),
-  })
-  .strict();
 const MAX_PUSH_BODY = 64 * 1024;
 
 const pushBody = z.object({
@@ -88,7 +75,7 @@ export function gitPushRoute(broadcast: Broadcast, log: Logger): ApiRoute {
         ...(full_path !== undefined && { fullPath: full_path }),
       };
       try {
-        await broadcast.publish(GIT_PUSH_CHANNEL, JSON.stringify(project));
+        await publishGitPush(broadcast, project);
       } catch (err) {
         // This replica polls already; the others find the change at their next poll.
         log.warn({ err: (err as Error).message, project }, "git push: cannot tell the other kas replicas");

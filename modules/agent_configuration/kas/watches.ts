@@ -7,6 +7,7 @@ import {
   type AgentInfo,
   agentRepository,
   PollLoop,
+  type PushedProject,
   RepositoryError,
   type RepositoryLocation,
   type RepositoryReader,
@@ -36,12 +37,6 @@ export interface WatchesOptions {
    * tunnels keeps its watch, its state on the API, and the pushes made meanwhile.
    */
   lingerMs?: number;
-}
-
-/** Which project a push was to: GitLab's project id, or its full path. */
-export interface PushedProject {
-  id?: string;
-  fullPath?: string;
 }
 
 type Listener = (state: AgentConfigurationState) => void;

@@ -6,6 +6,7 @@ import { setMaxListeners } from "node:events";
 import type { Logger } from "../../../cmd/common/observability/index.ts";
 import {
   PollLoop,
+  type PushedProject,
   type RefSelector,
   RepositoryError,
   type RepositoryLocation,
@@ -24,12 +25,6 @@ export interface RefSubscription {
   agentId: string;
   /** Names a push notification may use for the project: its numeric id, its full path(s). */
   projectNames: readonly string[];
-}
-
-/** Which project a push was to: GitLab's project id, or its full path. */
-export interface PushedProject {
-  id?: string;
-  fullPath?: string;
 }
 
 type Listener = (event: RefEvent) => void;

@@ -1,0 +1,47 @@
+// Git push notifications between kas replicas: GitLab tells one replica that a project was pushed
+// to; every module that polls Git hears it on every replica and polls that project at once.
+import { z } from "zod";
+import type { Logger } from "../../cmd/common/observability/index.ts";
+import type { Broadcast } from "./kas.ts";
+
+const GIT_PUSH_CHANNEL = "git_push";
+
+/** Which project was pushed to: GitLab's project id, or its full path. */
+export interface PushedProject {
+  id?: string;
+  fullPath?: string;
+}
+
+/** As it travels between replicas (checked on arrival: a Redis channel is no trusted input). */
+const pushedProject = z
+  .object({
+    id: z
+      .string()
+      .regex(/^[1-9]\d{0,18}$/)
+      .optional(),
+    fullPath: z.string().min(1).max(1024).optional(),
+  })
+  .strict();
+
+/** Tells every replica (this one at once); rejects when Redis could not take it. */
+export function publishGitPush(broadcast: Broadcast, project: PushedProject): Promise<void> {
+  return broadcast.publish(GIT_PUSH_CHANNEL, JSON.stringify(project));
+}
+
+/** Calls `onPush` for every push any replica was told of; returns a function that stops. */
+export function onGitPush(
+  broadcast: Broadcast,
+  log: Logger,
+  onPush: (project: PushedProject) => void,
+): () => void {
+  return broadcast.subscribe(GIT_PUSH_CHANNEL, (message) => {
+    let project: PushedProject;
+    try {
+      project = pushedProject.parse(JSON.parse(message));
+    } catch {
+      log.warn({ message: message.slice(0, 200) }, "git push: a malformed message from another replica");
+      return;
+    }
+    onPush(project);
+  });
+}
