@@ -13,6 +13,7 @@ import {
 import { tokenDigest } from "../../common/agent-token.ts";
 import type { KasConfig, KasSecrets } from "../config/index.ts";
 import { parseGitalyInfo, parseGitalyRepository, Reader } from "./agent-info.ts";
+import { AnswerCache, type AnswerCacheOptions } from "./answer-cache.ts";
 import { AgentAuthError } from "./errors.ts";
 import { type AuthLog, GitLabInternalApi, type InternalApiRefusals } from "./gitlab-authenticator.ts";
 
@@ -75,17 +76,8 @@ export class StaticProjectAccess implements ProjectAccess {
   }
 }
 
-export interface GitLabProjectAccessOptions {
-  /** How long an answer is reused. Default 5 min (agent.gitops.project_info_cache_ttl). */
-  ttlMs?: number;
-  /** How long a refusal (401/403/404) is reused. Default 1 min (agent.info_cache_error_ttl). */
-  errorTtlMs?: number;
-  /** Entries kept at most; the least recently used go first. Default 10 000. */
-  maxEntries?: number;
-  now?: () => number;
-}
-
-type Outcome = { repository: ProjectRepository } | { error: ProjectAccessError };
+/** agent.gitops.project_info_cache_ttl, agent.info_cache_error_ttl and the bound on entries. */
+export type GitLabProjectAccessOptions = AnswerCacheOptions;
 
 /**
  * GitLab's `project_info` with the agent's token, cached per (token digest, project): the token
@@ -94,20 +86,14 @@ type Outcome = { repository: ProjectRepository } | { error: ProjectAccessError }
  */
 export class GitLabProjectAccess implements ProjectAccess {
   readonly #api: GitLabInternalApi;
-  readonly #ttlMs: number;
-  readonly #errorTtlMs: number;
-  readonly #maxEntries: number;
-  readonly #now: () => number;
-  /** Insertion order is recency order. */
-  readonly #entries = new Map<string, { outcome: Outcome; expiresAt: number }>();
-  readonly #inFlight = new Map<string, Promise<Outcome>>();
+  readonly #cache: AnswerCache<ProjectRepository, ProjectAccessError>;
 
   constructor(api: GitLabInternalApi, options: GitLabProjectAccessOptions = {}) {
     this.#api = api;
-    this.#ttlMs = options.ttlMs ?? 300_000;
-    this.#errorTtlMs = options.errorTtlMs ?? 60_000;
-    this.#maxEntries = options.maxEntries ?? 10_000;
-    this.#now = options.now ?? Date.now;
+    this.#cache = new AnswerCache((err) => {
+      const error = err as ProjectAccessError; // the lookup below throws only these
+      return { error, definitive: error.code !== "unavailable" };
+    }, options);
   }
 
   async repositoryFor(
@@ -118,44 +104,14 @@ export class GitLabProjectAccess implements ProjectAccess {
     const problem = projectNameProblem(project);
     if (problem) throw refused("not_found", project, `the project name ${problem}`);
     const token = agent.token.reveal();
-    const key = `${tokenDigest(token).toString("base64")}\0${project}`;
-    const outcome = await (this.#lookup(key) ?? wait(this.#fetch(key, token, project), signal));
-    if ("error" in outcome) throw outcome.error;
-    return outcome.repository;
-  }
-
-  #lookup(key: string): Outcome | undefined {
-    const entry = this.#entries.get(key);
-    if (entry === undefined) return undefined;
-    this.#entries.delete(key);
-    if (entry.expiresAt <= this.#now()) return undefined;
-    this.#entries.set(key, entry);
-    return entry.outcome;
-  }
-
-  #fetch(key: string, token: string, project: string): Promise<Outcome> {
-    let flight = this.#inFlight.get(key);
-    if (flight) return flight;
     // Shared by every caller: no single caller's signal may cancel it; the API's deadline bounds it.
-    flight = this.#api
-      .get(PROJECT_INFO_PATH, { id: project }, token, PROJECT_INFO_REFUSALS, parseProjectInfoResponse)
-      .then(
-        (repository) => this.#store(key, { repository }, this.#ttlMs),
-        (err: unknown) => {
-          const error = toAccessError(project, err);
-          return error.code === "unavailable" ? { error } : this.#store(key, { error }, this.#errorTtlMs);
-        },
-      );
-    this.#inFlight.set(key, flight);
-    void flight.finally(() => this.#inFlight.delete(key));
-    return flight;
-  }
-
-  #store(key: string, outcome: Outcome, ttlMs: number): Outcome {
-    this.#entries.delete(key);
-    this.#entries.set(key, { outcome, expiresAt: this.#now() + ttlMs });
-    while (this.#entries.size > this.#maxEntries) this.#entries.delete(this.#entries.keys().next().value!);
-    return outcome;
+    const lookup = () =>
+      this.#api
+        .get(PROJECT_INFO_PATH, { id: project }, token, PROJECT_INFO_REFUSALS, parseProjectInfoResponse)
+        .catch((err: unknown) => {
+          throw toAccessError(project, err);
+        });
+    return this.#cache.get(`${tokenDigest(token).toString("base64")}\0${project}`, lookup, signal);
   }
 
   close(): Promise<void> {
@@ -180,16 +136,6 @@ function toAccessError(project: string, err: unknown): ProjectAccessError {
     default:
       return refused("unavailable", project, `cannot ask GitLab now: ${err.message}`);
   }
-}
-
-function wait<T>(flight: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (signal === undefined) return flight;
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    flight.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
-  });
 }
 
 export interface ConfiguredProjectAccess extends ProjectAccess {
