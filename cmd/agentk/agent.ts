@@ -11,7 +11,7 @@ import {
 import { agentConfigurationAgentModule } from "../../modules/agent_configuration/agentk/module.ts";
 import { agentTrackerAgentModule } from "../../modules/agent_tracker/agentk/module.ts";
 import { type GitopsAgentOptions, gitopsAgentModule } from "../../modules/gitops/agentk/module.ts";
-import { loadKubeConfig } from "../../modules/kubernetes_api/agentk/kubeconfig.ts";
+import { agentkClientConfig } from "../../modules/kubernetes_api/agentk/kubeconfig.ts";
 import { kubernetesApiAgentModule } from "../../modules/kubernetes_api/agentk/module.ts";
 import { observabilityModule } from "../../modules/observability/module.ts";
 import {
@@ -76,22 +76,8 @@ function agentkModules(
     kubernetesApiAgentModule(config.kubernetes),
     serviceProxyAgentModule(config.services),
     // Once per agent (leaderOnly): applies the manifest projects of the agent configuration.
-    gitopsAgentModule({ ...gitops, kubeConfig: () => gitopsKubeConfig(config) }),
+    gitopsAgentModule({ ...gitops, kubeConfig: () => agentkClientConfig(config.kubernetes) }),
   ];
-}
-
-/** agentk's Kubernetes client configuration for GitOps (none without a cluster). */
-async function gitopsKubeConfig(config: AgentkConfig) {
-  if (config.kubernetes.kind === "none") return undefined;
-  const { kc } = await loadKubeConfig(config.kubernetes);
-  if (config.kubernetes.kind === "in-cluster") {
-    // The service account's token, re-read as it rotates (client-node's token-file provider).
-    kc.users[0] = {
-      name: "service-account",
-      authProvider: { name: "tokenFile", config: { tokenFile: config.kubernetes.tokenFile } },
-    };
-  }
-  return kc;
 }
 
 export function createAgent(config: AgentkConfig, deps: AgentDeps): Agent {

@@ -1,5 +1,5 @@
 import { hostname } from "node:os";
-import { loadKubeConfig } from "../../../modules/kubernetes_api/agentk/kubeconfig.ts";
+import { agentkClientConfig } from "../../../modules/kubernetes_api/agentk/kubeconfig.ts";
 import type { AgentkConfig } from "../config/index.ts";
 import type { Logger } from "../observability/index.ts";
 import { LeaseElector } from "./lease-elector.ts";
@@ -13,15 +13,8 @@ export async function createLeaseElector(
   config: AgentkConfig,
   log: Logger,
 ): Promise<LeaseElector | undefined> {
-  if (config.kubernetes.kind === "none") return undefined;
-  const { kc } = await loadKubeConfig(config.kubernetes);
-  if (config.kubernetes.kind === "in-cluster") {
-    // The service account's token, re-read as it rotates (client-node's token-file provider).
-    kc.users[0] = {
-      name: "service-account",
-      authProvider: { name: "tokenFile", config: { tokenFile: config.kubernetes.tokenFile } },
-    };
-  }
+  const kc = await agentkClientConfig(config.kubernetes);
+  if (kc === undefined) return undefined;
   const { CoordinationV1Api } = await import("@kubernetes/client-node");
   return new LeaseElector({
     api: kc.makeApiClient(CoordinationV1Api),

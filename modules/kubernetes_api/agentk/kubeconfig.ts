@@ -58,3 +58,20 @@ async function userTokenFile(paths: string[], name: string | undefined): Promise
   }
   return undefined;
 }
+
+/**
+ * agentk's own Kubernetes client configuration for the Kubernetes API calls it makes itself (its
+ * leader election, GitOps): in a pod the service account's token is re-read as it rotates
+ * (client-node's token-file provider). Undefined without a cluster.
+ */
+export async function agentkClientConfig(source: KubeConfigSource): Promise<KubeConfig | undefined> {
+  if (source.kind === "none") return undefined;
+  const { kc } = await loadKubeConfig(source);
+  if (source.kind === "in-cluster") {
+    kc.users[0] = {
+      name: "service-account",
+      authProvider: { name: "tokenFile", config: { tokenFile: source.tokenFile } },
+    };
+  }
+  return kc;
+}
