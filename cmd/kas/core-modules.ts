@@ -53,6 +53,8 @@ export function agentListenerModule(o: AgentListenerModuleOptions): KasModuleFac
           o.onListening?.(listener);
         },
         drain() {
+          // No new tunnels here (a load balancer retries the connect elsewhere), GoAway to the others.
+          listener?.server.listener.server.close();
           for (const session of listener?.server.sessions ?? []) session.goAway();
         },
         close: async (graceMs) => listener?.close(graceMs),

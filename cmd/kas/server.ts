@@ -1,6 +1,7 @@
 // kas, composed: the shared dependencies, and the list of modules built from them. main.ts runs it
 // as a process; tests run it in-process. A new capability is a folder under modules/ whose kas
 // half joins the list in `kasModules`.
+import { setTimeout as delay } from "node:timers/promises";
 import type { Router, RouterOptions } from "../../lib/router/index.ts";
 import { kindName } from "../../lib/tunnel/header/index.ts";
 import { StreamDispatcher, type TunnelOptions } from "../../lib/tunnel/index.ts";
@@ -107,9 +108,16 @@ export function createKasServer(options: KasServerOptions): KasServer {
     readiness.add("shutdown", () => {
       throw new Error("shutting down");
     });
+    // Tunnels get GoAway at once (agents move while the rest drains); the fronts keep serving,
+    // with `Connection: close`, for the drain delay, until load balancers have seen the readiness
+    // failure; routing (forwarding, waiting for a tunnel) serves them until then too.
+    const delayMs = Math.min(config.shutdownDrainDelayMs, graceMs / 2);
     await Promise.all([
-      runner?.close(graceMs),
-      router?.close(graceMs), // withdraws this replica from Redis first
+      runner?.close(graceMs, delayMs),
+      (async () => {
+        if (delayMs > 0) await delay(delayMs);
+        await router?.close(graceMs - delayMs); // withdraws this replica from Redis first
+      })(),
     ]);
     await agentHttp?.destroy();
     await repositories?.close();

@@ -3,6 +3,8 @@ import type { Module, ModuleFactory, Phase } from "./module.ts";
 /** What a module that only serves a listener starts: where it is, and how to close it. */
 export interface Listening {
   readonly url: string;
+  /** First step of a stop, before `close`: keep serving, but wind kept-alive connections down. */
+  drain?(): void;
   /** Graceful: no new connections, what is in flight gets `graceMs`. */
   close(graceMs: number): Promise<void>;
 }
@@ -31,6 +33,7 @@ export function listenerModule<Deps>(
         async start(signal) {
           listener = await listen(deps, signal);
         },
+        drain: () => listener?.drain?.(),
         close: async (graceMs) => listener?.close(graceMs),
       };
     },

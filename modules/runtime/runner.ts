@@ -1,3 +1,4 @@
+import { setTimeout as delay } from "node:timers/promises";
 import type { Module, ModuleFactory, Phase } from "./module.ts";
 
 interface Built {
@@ -64,12 +65,16 @@ export class ModuleRunner<Deps> {
    * `graceMs`. A module that fails to close does not stop the others: once all are done, stop
    * rejects with a {@link ModuleCloseError} naming each failure. Idempotent.
    */
-  close(graceMs: number): Promise<void> {
-    this.#stopping ??= this.#stopAll(graceMs);
+  close(graceMs: number, drainDelayMs = 0): Promise<void> {
+    this.#stopping ??= this.#stopAll(graceMs, drainDelayMs);
     return this.#stopping;
   }
 
-  async #stopAll(graceMs: number): Promise<void> {
+  /**
+   * `drainDelayMs` (within `graceMs`) separates the drain from the closes: modules have been told
+   * to drain but still serve (fronts keep accepting while load balancers take this process out).
+   */
+  async #stopAll(graceMs: number, drainDelayMs: number): Promise<void> {
     const failures: Error[] = [];
     const failed = (module: string, step: string) => (cause: unknown) => {
       failures.push(new Error(`module ${module} failed to ${step}`, { cause }));
@@ -86,6 +91,7 @@ export class ModuleRunner<Deps> {
       }
     }
     const deadline = Date.now() + graceMs;
+    if (drainDelayMs > 0) await delay(Math.min(drainDelayMs, graceMs));
     for (const phase of phasesOf(this.#built, "down")) {
       const left = Math.max(0, deadline - Date.now());
       await Promise.all(

@@ -106,14 +106,14 @@ describe("kas process, end to end", () => {
   });
 
   it("SIGTERM during a streaming response: the response completes, then kas exits 0", async () => {
-    const kas = await start({ KAS_SHUTDOWN_GRACE_PERIOD: "10s" });
+    const kas = await start({ KAS_SHUTDOWN_GRACE_PERIOD: "10s", KAS_SHUTDOWN_DRAIN_DELAY: "1s" });
     await (await agent(kas)).agent.client.ready(10_000);
     const res = await api(kas, `/api/v1/agents/${AGENT_ID}/services/prometheus/stream`);
     const reader = res.body!.getReader();
     expect(Buffer.from((await reader.read()).value!).toString()).toBe("first\n");
     kas.child.kill("SIGTERM");
     await until(() => kas.out().includes('"msg":"shutting down"'), 10_000, "kas shutting down");
-    // kas stopped accepting: new connections are refused while the stream carries on.
+    // After the drain delay kas stops accepting: new connections are refused while the stream carries on.
     await until(
       () =>
         fetch(`${kas.addresses.api}/api/v1/agents`).then(

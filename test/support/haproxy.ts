@@ -7,9 +7,26 @@ import { join } from "node:path";
 import { closedPort } from "./ports.ts";
 import { until } from "./until.ts";
 
+/** A backend server: where traffic goes, and how haproxy decides it is UP. */
+export interface HaproxyServer {
+  /** `host:port` traffic goes to. */
+  address: string;
+  /**
+   * Health check: an HTTP GET of this URL (its host, port and path: kas's `/readiness` on its
+   * observability port), UP on 2xx. Without it, a TCP connect to `address`.
+   */
+  healthUrl?: string;
+}
+
 export interface HaproxyOptions {
-  /** Backend servers, `host:port` each (kas replicas' agent listeners). */
-  backends: string[];
+  /** Backend servers of the TCP frontend at `url` (kas replicas' agent listeners). */
+  backends: Array<string | HaproxyServer>;
+  /**
+   * Backend servers of a second frontend, in HTTP mode, at `httpUrl` (kas replicas' APIs for
+   * GitLab): requests balanced one by one over kept-alive connections, as an HTTP load balancer
+   * does. Its health checks follow each server's `healthUrl` (all with the same path).
+   */
+  httpBackends?: Array<string | HaproxyServer>;
   /** `roundrobin` (default) or `leastconn`. */
   balance?: "roundrobin" | "leastconn";
   /** Milliseconds between health checks (TCP connects) of each backend. Default 200. */
@@ -28,6 +45,8 @@ export interface HaproxyOptions {
 export class Haproxy {
   readonly host = "127.0.0.1";
   port = 0;
+  /** The HTTP frontend's port (with `httpBackends`). */
+  httpPort = 0;
   #dir = "";
   #proc: ChildProcess | undefined;
   #output = "";
@@ -41,6 +60,7 @@ export class Haproxy {
     // another process take that port first, the next one.
     for (let attempt = 1; ; attempt++) {
       proxy.port = await closedPort();
+      proxy.httpPort = opts.httpBackends ? await closedPort() : 0;
       try {
         await proxy.#start(opts);
         return proxy;
@@ -58,6 +78,44 @@ export class Haproxy {
     return `ws://${this.host}:${this.port}`;
   }
 
+  /** `http://host:port` of the HTTP frontend (with `httpBackends`). */
+  get httpUrl(): string {
+    if (!this.httpPort) throw new Error("haproxy: no HTTP frontend (httpBackends)");
+    return `http://${this.host}:${this.httpPort}`;
+  }
+
+  /**
+   * What haproxy's health checks say of each server now, by `<backend>/<server>` (`kas/kas0`,
+   * `api/api1`): "UP", "DOWN", "MAINT"… Read from its stats socket.
+   */
+  async serverStatus(): Promise<Record<string, string>> {
+    const csv = await this.#command("show stat");
+    const rows = csv.split("\n").filter((l) => l && !l.startsWith("#"));
+    const status: Record<string, string> = {};
+    for (const row of rows) {
+      const [backend, server, ...rest] = row.split(",");
+      if (server === "FRONTEND" || server === "BACKEND") continue;
+      status[`${backend}/${server}`] = rest[15]!; // column 18 of `show stat`: status
+    }
+    return status;
+  }
+
+  /** One command on the stats socket; resolves with haproxy's whole answer. */
+  #command(command: string): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const socket = connect(join(this.#dir, "admin.sock"));
+      let answer = "";
+      socket.setEncoding("utf8");
+      socket.on("data", (d: string) => {
+        answer += d;
+      });
+      socket.once("error", reject);
+      socket.once("end", () => resolve(answer));
+      socket.setTimeout(5000, () => socket.destroy(new Error(`haproxy: no answer to ${command}`)));
+      socket.end(`${command}\n`);
+    });
+  }
+
   /** What haproxy wrote (alerts, warnings). */
   get output(): string {
     return this.#output;
@@ -65,18 +123,48 @@ export class Haproxy {
 
   async #start({
     backends,
+    httpBackends,
     balance = "roundrobin",
     checkIntervalMs = 200,
     readyTimeoutMs = 10_000,
   }: HaproxyOptions) {
+    const servers = (prefix: string, list: Array<string | HaproxyServer>) => {
+      const all = list.map((s) => (typeof s === "string" ? { address: s } : s));
+      const path = all.find((s) => s.healthUrl)?.healthUrl;
+      return [
+        ...(path ? [`  option httpchk GET ${new URL(path).pathname}`, "  http-check expect status 200"] : []),
+        // Two failed checks in a row take a server out: one slow answer on a loaded machine does not.
+        `  default-server check inter ${checkIntervalMs}ms fall 2 rise 1`,
+        ...all.map((s, i) => {
+          const health = s.healthUrl ? new URL(s.healthUrl) : undefined;
+          const check = health ? ` addr ${health.hostname} port ${health.port}` : "";
+          return `  server ${prefix}${i} ${s.address}${check}`;
+        }),
+      ];
+    };
+    const http = httpBackends
+      ? [
+          "frontend api",
+          "  mode http",
+          `  bind ${this.host}:${this.httpPort}`,
+          "  timeout http-keep-alive 10s",
+          "  default_backend api",
+          "backend api",
+          "  mode http",
+          `  balance ${balance}`,
+          ...servers("api", httpBackends),
+        ]
+      : [];
     const config = [
       "global",
       "  maxconn 1000",
       "  log stderr format raw local0 notice",
+      `  stats socket ${join(this.#dir, "admin.sock")} mode 600 level admin`,
       "defaults",
       "  mode tcp",
       "  log global",
       "  timeout connect 1s",
+      "  timeout check 2s",
       "  timeout client 60s",
       "  timeout server 60s",
       // A WebSocket tunnel is long-lived; keepalive pings keep it busy well within this.
@@ -91,8 +179,8 @@ export class Haproxy {
       "  default_backend kas",
       "backend kas",
       `  balance ${balance}`,
-      `  default-server check inter ${checkIntervalMs}ms fall 1 rise 1`,
-      ...backends.map((address, i) => `  server kas${i} ${address}`),
+      ...servers("kas", backends),
+      ...http,
       "",
     ].join("\n");
     const file = join(this.#dir, "haproxy.cfg");
@@ -110,7 +198,7 @@ export class Haproxy {
           if (proc.exitCode !== null || proc.signalCode !== null) {
             throw new Error(`haproxy exited (${proc.exitCode ?? proc.signalCode}): ${this.#output}`);
           }
-          return this.#accepts();
+          return (await this.#accepts(this.port)) && (!this.httpPort || (await this.#accepts(this.httpPort)));
         },
         readyTimeoutMs,
         `haproxy listening on ${this.host}:${this.port}`,
@@ -121,10 +209,10 @@ export class Haproxy {
     }
   }
 
-  /** Whether the frontend accepts a TCP connection now. */
-  #accepts(): Promise<boolean> {
+  /** Whether a frontend accepts a TCP connection now. */
+  #accepts(port: number): Promise<boolean> {
     return new Promise((resolve) => {
-      const socket = connect(this.port, this.host);
+      const socket = connect(port, this.host);
       socket.once("connect", () => {
         socket.destroy();
         resolve(true);

@@ -21,6 +21,12 @@ export interface HttpListener {
   readonly port: number;
   readonly server: http.Server;
   /**
+   * The first step of a drain, while load balancers still send here: keeps accepting and serving,
+   * but every response from now on says `Connection: close`, so kept-alive connections end
+   * cleanly after their next exchange instead of being closed under a request.
+   */
+  drain(): void;
+  /**
    * Stops accepting, closes idle keep-alive connections, lets requests in flight (and upgraded
    * connections) finish for up to `graceMs`, then cuts what is left.
    */
@@ -36,6 +42,8 @@ export async function listenHttp(options: HttpListenOptions): Promise<HttpListen
   const inFlight = new Set<http.ServerResponse>();
   const upgraded = new Set<Duplex>();
   let closing = false;
+  /** Set by `drain` (and `close`): responses say `Connection: close`. */
+  let draining = false;
   let settled: (() => void) | undefined;
   const checkDrained = () => {
     if (closing && inFlight.size === 0 && upgraded.size === 0) settled?.();
@@ -43,7 +51,7 @@ export async function listenHttp(options: HttpListenOptions): Promise<HttpListen
 
   const track = (res: http.ServerResponse) => {
     inFlight.add(res);
-    if (closing) res.shouldKeepAlive = false;
+    if (draining) res.shouldKeepAlive = false;
     res.once("close", () => {
       inFlight.delete(res);
       if (closing) setImmediate(() => server.closeIdleConnections());
@@ -80,16 +88,21 @@ export async function listenHttp(options: HttpListenOptions): Promise<HttpListen
 
   const { url, port } = await listenAt(server, options.address, tls ? "https" : "http");
 
+  const drain = () => {
+    draining = true;
+    for (const res of inFlight) if (!res.headersSent) res.shouldKeepAlive = false;
+  };
   return {
     url,
     port,
     server,
+    drain,
     async close(graceMs = 30_000) {
       if (closing) return;
       closing = true;
+      drain();
       const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
-      for (const res of inFlight) if (!res.headersSent) res.shouldKeepAlive = false;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, graceMs);
         timer.unref();

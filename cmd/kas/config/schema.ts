@@ -170,6 +170,10 @@ const kasSchema = z.object({
     default: "30s",
     doc: "On SIGTERM: how long in-flight requests and tunnel streams get to finish before they are cut.",
   }),
+  shutdownDrainDelayMs: durationSetting({
+    default: "5s",
+    doc: "On SIGTERM: how long the HTTP fronts (API, Kubernetes API proxy) keep accepting after readiness turns 503, so load balancers take this replica out before it stops accepting and closes idle keep-alive connections (every response meanwhile says Connection: close). Counted within shutdown_grace_period, at most half of it.",
+  }),
 });
 
 /** The validated configuration. Durations are milliseconds (the `Ms` suffix); files are paths, read by `readKasSecrets`. */

@@ -1,6 +1,7 @@
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { type buildConnector, errors } from "undici";
+import { drainingSignalOf } from "../session/stream-draining.ts";
 import { asSocket } from "./socket-shim.ts";
 import type { StreamSlots } from "./stream-slots.ts";
 
@@ -62,16 +63,34 @@ async function openStream(
     stream.destroy();
     throw signal.reason;
   }
+  const draining = drainingSignalOf(stream);
   const socket = asSocket(stream, {}, { allowHalfOpen: false });
   slot.onEvict(() => socket.destroy());
   // undici unrefs a connection's socket when its client has nothing queued and refs it when a
-  // request arrives (client-h1 resumeH1): that is the idle signal for evicting under the cap.
+  // request arrives (client-h1 resumeH1): that is the idle signal for evicting under the cap, and
+  // for retiring a connection whose tunnel drains.
+  let idle = false;
+  // Once the stream's tunnel drains, the connection is closed as soon as it is idle, never while a
+  // request is on it: the next request opens a stream on another tunnel instead of riding this
+  // one until the drain's grace period cuts it. Checked on the next turn, as undici may still be
+  // dispatching from the call that unref'd it.
+  const retireIfIdle = () =>
+    setImmediate(() => {
+      if (idle && !socket.destroyed) socket.destroy();
+    });
+  if (draining && !draining.aborted) {
+    draining.addEventListener("abort", retireIfIdle, { once: true });
+    socket.once("close", () => draining.removeEventListener("abort", retireIfIdle));
+  }
   const { ref, unref } = socket;
   socket.unref = () => {
+    idle = true;
     slot.idle();
+    if (draining?.aborted) retireIfIdle();
     return unref.call(socket);
   };
   socket.ref = () => {
+    idle = false;
     slot.busy();
     return ref.call(socket);
   };

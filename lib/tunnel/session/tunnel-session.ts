@@ -1,6 +1,7 @@
 import { EventEmitter, setMaxListeners } from "node:events";
 import type { TransportConnection } from "../transport/connection.ts";
 import { GoAwayCode, Session, type SessionOptions, type YamuxStream } from "../yamux/index.ts";
+import { bindDraining } from "./stream-draining.ts";
 
 export type TunnelOptions = Omit<SessionOptions, "client">;
 
@@ -112,8 +113,11 @@ export class TunnelSession<I = undefined> extends EventEmitter<TunnelSessionEven
     return { ...s, connectedAt: this.#connectedAt, remoteAddress: this.#transport.remoteAddress };
   }
 
-  open(): Promise<YamuxStream> {
-    return this.#mux.open();
+  /** A stream to the other end; `drainingSignalOf(stream)` tells when this tunnel starts going away. */
+  async open(): Promise<YamuxStream> {
+    const stream = await this.#mux.open();
+    bindDraining(stream, this.drainingSignal);
+    return stream;
   }
 
   ping(timeoutMs?: number): Promise<number> {

@@ -54,6 +54,37 @@ describe("listenHttp (the fronts' listener)", () => {
     }
   });
 
+  it("drain: still accepts and serves, every response says Connection: close, a kept-alive connection ends after its exchange", async () => {
+    const listener = await listenHttp({ address, front: "test", handler: (_req, res) => void res.end("ok") });
+    try {
+      // A kept-alive connection, idle when the drain starts.
+      const socket = connect(listener.port, "127.0.0.1");
+      await once(socket, "connect");
+      let received = "";
+      socket.setEncoding("utf8").on("data", (d: string) => {
+        received += d;
+      });
+      socket.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+      await until(() => received.endsWith("ok"), 5000, "the first answer");
+      expect(received.toLowerCase()).toContain("connection: keep-alive");
+
+      listener.drain();
+      // Not closed under its client: it takes the next request, answers it, then closes.
+      expect(socket.destroyed).toBe(false);
+      received = "";
+      socket.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+      await once(socket, "close");
+      expect(received).toMatch(/^HTTP\/1\.1 200/);
+      expect(received.toLowerCase()).toContain("connection: close");
+      // New connections are still accepted (load balancers may not have seen readiness fail yet).
+      const fresh = await rawExchange(listener.port, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+      expect(fresh.status).toBe(200);
+      expect(fresh.headers.connection).toBe("close");
+    } finally {
+      await listener.close(0);
+    }
+  });
+
   it("close: refuses new connections, lets a response in flight finish, then resolves", async () => {
     let finish: (() => void) | undefined;
     const listener = await listenHttp({

@@ -83,6 +83,7 @@ describe("kas configuration", () => {
         tls: { enabled: false },
       },
       shutdownGracePeriodMs: 30_000,
+      shutdownDrainDelayMs: 5000,
     });
   });
 

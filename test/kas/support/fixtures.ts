@@ -45,6 +45,8 @@ export function inProcessConfig(document: Record<string, unknown>): KasConfig {
   config.api.listen.address = any;
   config.agent.kubernetesApi.listen.address = any;
   config.privateApi.listen.address = any;
+  // In-process tests stop kas themselves, with no load balancer to wait for.
+  config.shutdownDrainDelayMs = 0;
   return config;
 }
 

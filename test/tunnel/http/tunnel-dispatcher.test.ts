@@ -2,9 +2,10 @@ import { createServer } from "node:http";
 import type { Duplex } from "node:stream";
 import { errors, request, upgrade } from "undici";
 import { afterEach, expect, test } from "vitest";
-import { TunnelDispatcher } from "../../../lib/tunnel/http/index.ts";
-import { within } from "../../support/until.ts";
-import { closed, deferred, type Rig, TUNNEL_ORIGIN, tunnelRig } from "./harness.ts";
+import { serveHttp, TunnelDispatcher } from "../../../lib/tunnel/http/index.ts";
+import { bindDraining } from "../../../lib/tunnel/session/index.ts";
+import { until, within } from "../../support/until.ts";
+import { closed, deferred, type Rig, sessionPair, TUNNEL_ORIGIN, tunnelRig } from "./harness.ts";
 
 let rig: Rig | undefined;
 afterEach(async () => {
@@ -126,5 +127,58 @@ test("an open() that hangs is aborted at the connect timeout", async () => {
     expect(dispatcher.openStreams).toBe(0);
   } finally {
     await dispatcher.destroy();
+  }
+});
+
+test("a stream whose tunnel drains is closed as soon as it is idle, never under a request", async () => {
+  const release = deferred();
+  let slowArrived = false;
+  const server = createServer(async (req, res) => {
+    if (req.url === "/slow") {
+      slowArrived = true;
+      await release.promise;
+    }
+    res.end("ok");
+  });
+  server.keepAliveTimeout = 60_000; // the server closes no idle connection on its own
+  const sessions = await sessionPair();
+  const served = serveHttp(server);
+  sessions.server.on("stream", (s) => served.handle(s));
+  // What a TunnelSession does for the streams it opens: they follow its draining signal.
+  const draining = new AbortController();
+  const streams: Duplex[] = [];
+  const dispatcher = new TunnelDispatcher(
+    async () => {
+      const stream = await sessions.client.open();
+      bindDraining(stream, draining.signal);
+      streams.push(stream);
+      return stream;
+    },
+    { idleTimeoutMs: 60_000 },
+  );
+  const get = async (path: string) =>
+    (await request(new URL(path, TUNNEL_ORIGIN).href, { dispatcher })).body.text();
+  try {
+    // Kept-alive streams, idle; then a slow request on one of them or a new one.
+    expect(await Promise.all([get("/"), get("/")])).toEqual(["ok", "ok"]);
+    expect(streams).toHaveLength(2);
+    const slow = get("/slow");
+    await until(() => slowArrived, 5000, "the slow request at the server");
+
+    draining.abort();
+    // The idle ones close now, not after their 60 s keep-alive; the busy one carries on.
+    await until(
+      () => streams.filter((s) => s.closed).length === streams.length - 1,
+      3000,
+      "the idle streams closed",
+    );
+    release.resolve();
+    expect(await slow).toBe("ok");
+    // It closes once its response is done.
+    await until(() => streams.every((s) => s.closed), 5000, "the busy stream closed after its response");
+  } finally {
+    release.resolve();
+    await dispatcher.destroy();
+    sessions.close();
   }
 });
