@@ -157,6 +157,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
           config,
           secrets,
           readiness,
+          registry: metrics.registry,
           log,
           redisOverrides: options.tuning?.redis,
         });

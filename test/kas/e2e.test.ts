@@ -180,7 +180,7 @@ describe("kas process, end to end", () => {
       for (const kas of [a, b]) {
         const ready = await fetch(`${kas.addresses.observability}/readiness`);
         expect(ready.status).toBe(200);
-        expect(JSON.stringify(await ready.json())).toContain('"name":"redis","ok":true');
+        expect(JSON.stringify(await ready.json())).toContain('"name":"redis","ok":true}');
       }
 
       const client = new Redis({ host: "127.0.0.1", port: redis.port, lazyConnect: true });

@@ -1,3 +1,4 @@
+import { Gauge, type Registry } from "prom-client";
 import { type RedisConnectionOptions, Router, type RouterOptions } from "../../../lib/router/index.ts";
 import type { KasConfig, KasSecrets } from "../config/index.ts";
 import type { ReadinessChecks } from "../observability/index.ts";
@@ -6,6 +7,8 @@ export interface KasRouterOptions {
   config: KasConfig;
   secrets: KasSecrets;
   readiness?: ReadinessChecks;
+  /** Where `kas_redis_connected` goes (clustered only). */
+  registry?: Registry;
   log?: { warn(obj: object, msg: string): void };
   /** Overrides for tests (Redis timings). */
   redisOverrides?: Partial<NonNullable<RouterOptions["redis"]>>;
@@ -15,9 +18,18 @@ export interface KasRouterOptions {
  * The router kas runs: with `redis.server.address` or `redis.sentinel`, clustered (Redis
  * registry, the private kas-to-kas API on `private_api.listen.address`, over TLS when it has a
  * certificate, peers authenticated with the private API secret, advertising
- * `private_api.own_url`) and a "redis" readiness check; without Redis, single-replica (local
- * tunnels only). Started on return.
+ * `private_api.own_url`), a "redis" readiness check and the `kas_redis_connected` gauge; without
+ * Redis, single-replica (local tunnels only). Started on return.
+ *
+ * Redis down is a degraded state, not unreadiness: every replica shares the one Redis, so taking
+ * them out of the load balancer for it would turn a Redis blip into a full outage, while each
+ * replica still serves the agents connected to it (and agents keep connecting). The readiness
+ * check reports it as a detail of a ready replica, and the gauge drops to 0.
  */
+/** The readiness detail while Redis is down. */
+export const REDIS_DOWN =
+  "degraded: not connected to Redis; agents connected to this replica are served, agents on other replicas are unreachable until it is back";
+
 export async function createKasRouter(options: KasRouterOptions): Promise<Router> {
   const { config, secrets, readiness, log } = options;
   const defaultTimeoutMs = config.agent.dialTimeoutMs;
@@ -50,8 +62,18 @@ export async function createKasRouter(options: KasRouterOptions): Promise<Router
   });
   await router.start();
   readiness?.add("redis", () => {
-    if (!router.cluster.connected) throw new Error("not connected to Redis");
+    if (!router.cluster.connected) return REDIS_DOWN;
   });
+  if (options.registry) {
+    new Gauge({
+      name: "kas_redis_connected",
+      help: "1 while this replica is connected to Redis; 0 while it is not (agents on other replicas are out of reach, local ones are served).",
+      registers: [options.registry],
+      collect() {
+        this.set(router.cluster.connected ? 1 : 0);
+      },
+    });
+  }
   return router;
 }
 

@@ -1,1 +1,7 @@
-export { createKasRouter, type KasRouterOptions, redisConnection, toWebSocketUrl } from "./create-router.ts";
+export {
+  createKasRouter,
+  type KasRouterOptions,
+  REDIS_DOWN,
+  redisConnection,
+  toWebSocketUrl,
+} from "./create-router.ts";

@@ -3,10 +3,11 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis, type RedisOptions } from "ioredis";
+import { Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ConfigError, readKasSecrets } from "../../../cmd/kas/config/index.ts";
 import { ReadinessChecks } from "../../../cmd/kas/observability/index.ts";
-import { createKasRouter, toWebSocketUrl } from "../../../cmd/kas/routing/index.ts";
+import { createKasRouter, REDIS_DOWN, toWebSocketUrl } from "../../../cmd/kas/routing/index.ts";
 import { ask, eventually, serveAgents, startAgent } from "../../router/harness.ts";
 import { RedisServer } from "../../support/redis-server.ts";
 import { testPki } from "../../support/tls-certs.ts";
@@ -36,7 +37,14 @@ describe("kas router from configuration", () => {
     await router.close(0);
   });
 
-  it("with redis: private API advertising own_url; readiness follows Redis", async () => {
+  /** Whether the router is connected to Redis, as its readiness check and gauge report it. */
+  const redisUp = async (readiness: ReadinessChecks) => {
+    const { ok, checks } = await readiness.run();
+    const redisCheck = checks.find((c) => c.name === "redis");
+    return ok && redisCheck !== undefined && redisCheck.detail === undefined;
+  };
+
+  it("with redis: private API advertising own_url; Redis down is a degraded detail of a ready replica, and a gauge", async () => {
     const config = inProcessConfig({
       agent: { static_tokens_file: files.tokensFile },
       redis: { server: { address: `127.0.0.1:${redis.port}` } },
@@ -46,23 +54,32 @@ describe("kas router from configuration", () => {
       },
     });
     const readiness = new ReadinessChecks();
+    const registry = new Registry();
     const router = await createKasRouter({
       config,
       secrets: await readKasSecrets(config),
       readiness,
+      registry,
       redisOverrides: { reconnectMaxDelayMs: 50 },
     });
+    const gauge = async () => (await registry.getSingleMetric("kas_redis_connected")!.get()).values[0]!.value;
     try {
       expect(router.clustered).toBe(true);
       expect(router.privateUrl).toBe("ws://10.1.2.3:8155/");
-      await until(async () => (await readiness.run()).ok, 5000, "ready with Redis");
+      await until(() => redisUp(readiness), 5000, "connected to Redis");
+      expect(await readiness.run()).toEqual({ ok: true, checks: [{ name: "redis", ok: true }] });
+      expect(await gauge()).toBe(1);
       await redis.stop();
-      await until(async () => !(await readiness.run()).ok, 5000, "not ready without Redis");
-      expect((await readiness.run()).checks).toEqual([
-        { name: "redis", ok: false, error: "not connected to Redis" },
-      ]);
+      await until(async () => !(await redisUp(readiness)), 5000, "Redis reported down");
+      // Still ready: every replica shares the one Redis, taking them all out would not help.
+      expect(await readiness.run()).toEqual({
+        ok: true,
+        checks: [{ name: "redis", ok: true, detail: REDIS_DOWN }],
+      });
+      expect(await gauge()).toBe(0);
       await redis.start();
-      await until(async () => (await readiness.run()).ok, 5000, "ready again");
+      await until(() => redisUp(readiness), 5000, "connected again");
+      expect(await gauge()).toBe(1);
     } finally {
       await router.close(0);
     }
@@ -95,7 +112,7 @@ describe("kas router from configuration", () => {
       const router = await createKasRouter({ config, secrets: await readKasSecrets(config), readiness });
       const direct = new Redis({ ...client, lazyConnect: true });
       try {
-        await until(async () => (await readiness.run()).ok, 5000, "ready with Redis");
+        await until(() => redisUp(readiness), 5000, "connected to Redis");
         await direct.connect();
         // The replica's liveness key: in the Redis (and database) the configuration names.
         return await direct.keys(`${config.redis.keyPrefix}:*`);
@@ -126,7 +143,7 @@ describe("kas router from configuration", () => {
       // Without the CA, the server's certificate is not trusted: never ready.
       const untrusted = { ...overTls, tls: { enabled: true } };
       await expect(keysWritten(untrusted, tlsClient)).rejects.toThrow(
-        /timed out after \d+ ms waiting for ready with Redis/,
+        /timed out after \d+ ms waiting for connected to Redis/,
       );
     } finally {
       await sentinel.close();
