@@ -85,17 +85,29 @@ export class AgentHttpProxy {
     const hasBody =
       req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
     // Once the response is under way, the pipeline below ties the two ends together.
+    const method = req.method ?? "GET";
+    const send = (signal: AbortSignal) =>
+      this.#dispatcher.request({
+        origin: `http://${hostOf(target)}`,
+        path: o.path,
+        method: method as "GET",
+        headers: outgoingHeaders(req, o),
+        body: hasBody ? req : null,
+        signal,
+      });
     const upstream: Dispatcher.ResponseData = await untilClientLeaves(
       res,
-      (signal) =>
-        this.#dispatcher.request({
-          origin: `http://${hostOf(target)}`,
-          path: o.path,
-          method: (req.method ?? "GET") as "GET",
-          headers: outgoingHeaders(req, o),
-          body: hasBody ? req : null,
-          signal,
-        }),
+      async (signal) => {
+        try {
+          return await send(signal);
+        } catch (err) {
+          // The stream went away under the request before any answer (its tunnel or the replica
+          // forwarding it was cut): once more on a fresh stream, wherever the agent is now, when
+          // repeating it is safe. A body already streamed cannot be sent again.
+          if (hasBody || !IDEMPOTENT.has(method) || signal.aborted || !isStreamLost(err)) throw err;
+          return send(signal);
+        }
+      },
       () => !res.writableFinished,
     );
     const headers: Record<string, string | string[]> = {};
@@ -166,6 +178,18 @@ export class AgentHttpProxy {
       { signal, deadline: Date.now() + this.#dialTimeoutMs },
     );
   }
+}
+
+/** Methods whose repetition has the effect of sending them once (RFC 9110 9.2.2). */
+const IDEMPOTENT = new Set(["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"]);
+
+/**
+ * A connection-level loss: the stream was reset or closed under the request (undici's "other side
+ * closed", yamux's "stream reset by peer"), as opposed to a refusal, a timeout or no tunnel at all.
+ */
+function isStreamLost(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === "UND_ERR_SOCKET" || code === "ECONNRESET" || code === "EPIPE";
 }
 
 /** The agent's side failed after the response headers were sent: the client got a truncated body. */
