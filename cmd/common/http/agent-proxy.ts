@@ -184,12 +184,20 @@ export class AgentHttpProxy {
 const IDEMPOTENT = new Set(["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"]);
 
 /**
- * A connection-level loss: the stream was reset or closed under the request (undici's "other side
- * closed", yamux's "stream reset by peer"), as opposed to a refusal, a timeout or no tunnel at all.
+ * Connection-level losses: the stream was reset or closed under the request (undici's "other side
+ * closed", yamux's "stream reset by peer", its tunnel's session ended), as opposed to a refusal, a
+ * timeout or no tunnel at all.
  */
+const STREAM_LOST = new Set([
+  "UND_ERR_SOCKET",
+  "ECONNRESET",
+  "EPIPE",
+  "ERR_YAMUX_SESSION_CLOSED",
+  "ERR_YAMUX_PEER_GOAWAY",
+]);
+
 function isStreamLost(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
-  return code === "UND_ERR_SOCKET" || code === "ECONNRESET" || code === "EPIPE";
+  return STREAM_LOST.has(String((err as { code?: unknown } | null)?.code));
 }
 
 /** The agent's side failed after the response headers were sent: the client got a truncated body. */

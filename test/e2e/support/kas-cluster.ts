@@ -13,6 +13,8 @@ import { RedisServer } from "../../support/redis-server.ts";
 import { InClusterService } from "./in-cluster-service.ts";
 
 export const SERVICE = "prometheus";
+/** The same in-cluster service under a second name: a request for it reuses no connection of the first. */
+export const FRESH_SERVICE = "grafana";
 
 export interface KasClusterOptions {
   /** Extra kas settings (environment), e.g. a short KAS_SHUTDOWN_GRACE_PERIOD. */
@@ -92,6 +94,8 @@ export class KasCluster {
         tokenFile,
         "--service",
         `${SERVICE}=${this.service.url}`,
+        "--service",
+        `${FRESH_SERVICE}=${this.service.url}`,
       ],
       {
         AGENTK_OBSERVABILITY_LISTEN_ADDRESS: "127.0.0.1:0",
