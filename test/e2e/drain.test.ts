@@ -3,11 +3,7 @@
 // the tunnel: agentk dials the replacement (through haproxy, to the other replica) before the old
 // tunnel drains, so the request in flight on the old tunnel completes and requests arriving at
 // the surviving replica keep succeeding, before, during and after the drain.
-import { createHash } from "node:crypto";
-import { once } from "node:events";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { createServer, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
@@ -18,6 +14,7 @@ import { type KasProcess, listenAddressOf, portsEnv, spawnKas } from "../kas/sup
 import { Haproxy } from "../support/haproxy.ts";
 import { RedisServer } from "../support/redis-server.ts";
 import { until } from "../support/until.ts";
+import { InClusterService, readBody } from "./support/in-cluster-service.ts";
 
 /**
  * agentk answers GoAway with an immediate redial (make-before-break) only on a tunnel it trusts:
@@ -26,7 +23,6 @@ import { until } from "../support/until.ts";
  * waits out a backoff delay. So the drain starts once the tunnel is this old.
  */
 const STABLE_AFTER_MS = 30_000;
-const CHUNK = 16 * 1024;
 const SERVICE = "prometheus";
 /** The same in-cluster service under a second name: a request for it cannot reuse a connection of the first. */
 const FRESH_SERVICE = "grafana";
@@ -38,11 +34,7 @@ describe("drain of a kas replica behind haproxy: nothing is lost", () => {
   let kas: KasProcess[] = [];
   let haproxy: Haproxy;
   let agentk: JsonLinesProcess;
-  let service: Server;
-  /** The slow response in progress: what it has sent so far, and how to finish it. */
-  let slow:
-    | { sent: ReturnType<typeof createHash>; bytes: number; chunks: number; finish(): void; done: boolean }
-    | undefined;
+  let service: InClusterService;
 
   const api = async (replica: KasProcess, path: string) =>
     fetch(`${replica.addresses.api}${path}`, {
@@ -60,16 +52,7 @@ describe("drain of a kas replica behind haproxy: nothing is lost", () => {
     files = await writeFixtures(dir);
     // The in-cluster service: /metrics answers at once; /slow streams a chunk every 100 ms until
     // the test finishes it, keeping a digest of every byte it sent.
-    service = createServer((req, res) => {
-      if (req.url === "/slow") {
-        startSlow(res);
-        return;
-      }
-      res.writeHead(200, { "content-type": "text/plain" });
-      res.end("up 1\n");
-    });
-    service.listen(0, "127.0.0.1");
-    await once(service, "listening");
+    service = await InClusterService.start();
 
     redis = await RedisServer.start();
     const shared = {
@@ -93,9 +76,9 @@ describe("drain of a kas replica behind haproxy: nothing is lost", () => {
         "--token-file",
         tokenFile,
         "--service",
-        `${SERVICE}=http://127.0.0.1:${(service.address() as AddressInfo).port}`,
+        `${SERVICE}=${service.url}`,
         "--service",
-        `${FRESH_SERVICE}=http://127.0.0.1:${(service.address() as AddressInfo).port}`,
+        `${FRESH_SERVICE}=${service.url}`,
       ],
       {
         AGENTK_OBSERVABILITY_LISTEN_ADDRESS: "127.0.0.1:0",
@@ -107,44 +90,13 @@ describe("drain of a kas replica behind haproxy: nothing is lost", () => {
   });
 
   afterAll(async () => {
-    slow?.finish();
     agentk?.kill();
     for (const k of kas) k.kill();
     await haproxy?.close();
     await redis?.close();
     service?.close();
-    service?.closeAllConnections();
     await rm(dir, { recursive: true, force: true });
   });
-
-  function startSlow(res: ServerResponse) {
-    res.writeHead(200, { "content-type": "application/octet-stream" });
-    const sent = createHash("sha256");
-    let n = 0;
-    const write = (end: boolean) => {
-      const chunk = Buffer.alloc(CHUNK, n++ % 251);
-      sent.update(chunk);
-      state.bytes += chunk.length;
-      state.chunks = n;
-      if (end) res.end(chunk);
-      else res.write(chunk);
-    };
-    const timer = setInterval(() => write(false), 100);
-    const state = {
-      sent,
-      bytes: 0,
-      chunks: 0,
-      done: false,
-      finish() {
-        if (state.done) return;
-        state.done = true;
-        clearInterval(timer);
-        write(true);
-      },
-    };
-    slow = state;
-    write(false);
-  }
 
   test("SIGTERM to the replica with the tunnel: the slow request completes, the tunnel moves to the other replica, requests keep succeeding", async () => {
     // 1. The agent is connected: which replica holds its tunnel?
@@ -197,17 +149,10 @@ describe("drain of a kas replica behind haproxy: nothing is lost", () => {
       // 2. A slow request at the replica holding the tunnel.
       const res = await api(drained, servicePath("/slow"));
       expect(res.status).toBe(200);
-      const received = createHash("sha256");
-      let receivedBytes = 0;
-      const reader = res.body!.getReader();
-      const body = (async () => {
-        for (let r = await reader.read(); !r.done; r = await reader.read()) {
-          received.update(r.value);
-          receivedBytes += r.value.length;
-        }
-      })();
-      body.catch(() => {}); // awaited below; a cut response must not count as unhandled meanwhile
-      await until(() => receivedBytes > 0, 5000, "the slow response's first bytes");
+      const body = readBody(res);
+      await until(() => body.bytes > 0, 5000, "the slow response's first bytes");
+      /** The service's side of it: what it has sent so far, and how to finish it. */
+      const slow = service.slow[0]!;
 
       // 3. SIGTERM to that replica.
       const drainStart = Date.now();
@@ -222,7 +167,7 @@ describe("drain of a kas replica behind haproxy: nothing is lost", () => {
       });
       // The old tunnel is still up, carrying the slow response (make-before-break).
       expect(drained.child.exitCode).toBeNull();
-      expect(slow!.done).toBe(false);
+      expect(slow.done).toBe(false);
       // A new request at the survivor during the drain, for a service no earlier request used
       // (no kept-alive connection to reuse): dialed now, it goes over the new tunnel.
       const during = await api(survivor, servicePath("/metrics", FRESH_SERVICE));
@@ -230,12 +175,12 @@ describe("drain of a kas replica behind haproxy: nothing is lost", () => {
       expect(await during.text()).toBe("up 1\n");
 
       // The slow response streams on for 3 s in all, over the draining tunnel, then ends: every byte arrives.
-      await until(() => slow!.chunks >= 30, 10_000, "three seconds of the slow response");
+      await until(() => slow.chunks >= 30, 10_000, "three seconds of the slow response");
       expect(drained.child.exitCode).toBeNull();
-      slow!.finish();
-      await body;
-      expect(receivedBytes).toBe(slow!.bytes);
-      expect(received.digest("hex")).toBe(slow!.sent.digest("hex"));
+      slow.finish();
+      await body.done;
+      expect(body.bytes).toBe(slow.bytes);
+      expect(body.received.digest("hex")).toBe(slow.sent.digest("hex"));
 
       // The drained replica exits cleanly, within its grace period.
       expect(await drained.exitCode(15_000)).toBe(0);
