@@ -1,7 +1,6 @@
 // kas, composed: the shared dependencies, and the list of modules built from them. main.ts runs it
 // as a process; tests run it in-process. A new capability is a folder under modules/ whose kas
 // half joins the list in `kasModules`.
-import { setTimeout as delay } from "node:timers/promises";
 import type { Router, RouterOptions } from "../../lib/router/index.ts";
 import { kindName } from "../../lib/tunnel/header/index.ts";
 import { StreamDispatcher, type TunnelOptions } from "../../lib/tunnel/index.ts";
@@ -108,17 +107,19 @@ export function createKasServer(options: KasServerOptions): KasServer {
     readiness.add("shutdown", () => {
       throw new Error("shutting down");
     });
-    // Tunnels get GoAway at once (agents move while the rest drains); the fronts keep serving,
-    // with `Connection: close`, for the drain delay, until load balancers have seen the readiness
-    // failure; routing (forwarding, waiting for a tunnel) serves them until then too.
+    // Tunnels get GoAway at once (agents move while the rest drains; their entries leave Redis
+    // as they do) and so do peers' tunnels to the private API; the fronts keep serving, with
+    // `Connection: close`, for the drain delay, until load balancers have seen the readiness
+    // failure, then finish what is in flight. Routing (forwarding, waiting for an agent's new
+    // tunnel) serves them to the end, so the router closes last.
+    const deadline = Date.now() + graceMs;
     const delayMs = Math.min(config.shutdownDrainDelayMs, graceMs / 2);
-    await Promise.all([
-      runner?.close(graceMs, delayMs),
-      (async () => {
-        if (delayMs > 0) await delay(delayMs);
-        await router?.close(graceMs - delayMs); // withdraws this replica from Redis first
-      })(),
-    ]);
+    router?.drain();
+    try {
+      await runner?.close(graceMs, delayMs);
+    } finally {
+      await router?.close(Math.max(0, deadline - Date.now()));
+    }
     await agentHttp?.destroy();
     await repositories?.close();
     await shared?.close();

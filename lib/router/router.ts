@@ -246,8 +246,20 @@ export class Router {
   }
 
   /**
+   * The first step of a graceful shutdown, while this replica still serves what is in flight: the
+   * private API takes no new peer connections and its tunnels get GoAway, so peers stop sending
+   * new streams here (their kept-alive ones close once idle) while the ones under way carry on.
+   * Dialing from here keeps working until `close`.
+   */
+  drain(): void {
+    this.#server?.listener.server.close();
+    for (const session of this.#server?.sessions ?? []) session.goAway();
+  }
+
+  /**
    * Graceful shutdown: withdraw this replica from Redis, stop the private API (forwarded streams
-   * get `graceMs` to finish), drop peer tunnels. `unpublish: false` leaves the Redis entries to
+   * get `graceMs` to finish), drop peer tunnels. Dials still waiting fail: call it once nothing
+   * of this replica's own needs the router any more (after `drain` and the fronts' close). `unpublish: false` leaves the Redis entries to
    * expire, as a crash would, and `graceMs: 0` cuts everything at once.
    */
   async close(graceMs = DEFAULT_GRACE_MS, options: { unpublish?: boolean } = {}): Promise<void> {

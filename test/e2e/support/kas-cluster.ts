@@ -10,9 +10,12 @@ import { gitlabJwt, TOKEN, writeFixtures } from "../../kas/support/fixtures.ts";
 import { type KasProcess, listenAddressOf, portsEnv, spawnKas } from "../../kas/support/kas-process.ts";
 import { Haproxy } from "../../support/haproxy.ts";
 import { RedisServer } from "../../support/redis-server.ts";
+import { until } from "../../support/until.ts";
 import { InClusterService } from "./in-cluster-service.ts";
 
 export const SERVICE = "prometheus";
+/** kas under tsx takes seconds to start, more on a machine busy with other test runs. */
+const SPAWN_MS = 45_000;
 /** The same in-cluster service under a second name: a request for it reuses no connection of the first. */
 export const FRESH_SERVICE = "grafana";
 
@@ -59,7 +62,9 @@ export class KasCluster {
       ...kasEnv,
     };
     const started = await Promise.all(
-      Array.from({ length: replicas }, () => spawnKas({ ...portsEnv(), ...this.#env })),
+      Array.from({ length: replicas }, () =>
+        spawnKas({ ...portsEnv(), ...this.#env }, { timeoutMs: SPAWN_MS }),
+      ),
     );
     for (const k of started) {
       this.kas.push(k);
@@ -103,12 +108,12 @@ export class KasCluster {
         POD_NAMESPACE: "gitlab-agent",
       },
     );
-    await this.agentk.waitFor(msg("connected to kas"));
+    await this.agentk.waitFor(msg("connected to kas"), 1, SPAWN_MS);
   }
 
   /** Starts replica `i` again, on its old ports (after it exited). */
   async restart(i: number): Promise<KasProcess> {
-    const k = await spawnKas({ ...this.#env, ...this.#slots[i]! });
+    const k = await spawnKas({ ...this.#env, ...this.#slots[i]! }, { timeoutMs: SPAWN_MS });
     this.kas[i] = k;
     return k;
   }
@@ -119,6 +124,16 @@ export class KasCluster {
       .out()
       .split("\n")
       .filter((l) => l.includes('"msg":"agent connected"')).length;
+  }
+
+  /** The index of the replica that logged the agent's tunnel (waiting for its log line). */
+  async holder(): Promise<number> {
+    await until(
+      () => this.kas.some((k) => this.connections(k) > 0),
+      10_000,
+      "a replica logging the agent's tunnel",
+    );
+    return this.kas.findIndex((k) => this.connections(k) > 0);
   }
 
   /** A request to kas's API for GitLab, through haproxy (`base` another URL: straight to a replica). */
