@@ -3,7 +3,7 @@
 // (fieldValidation=Strict, as kubectl asks). Their configuration goes through the daemons' own loaders.
 import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { parseAllDocuments } from "yaml";
 import { loadAgentkConfig } from "../../cmd/agentk/config/index.ts";
@@ -260,6 +260,20 @@ describe("agentk", () => {
         { kind: "ServiceAccount", name: account, namespace: deployment.metadata.namespace },
       ]);
     }
+  });
+
+  test("an overlay in another namespace moves the ServiceAccount and every binding's subject with it", async () => {
+    const overlay = join(dir, "agentk-elsewhere");
+    await mkdir(overlay, { recursive: true });
+    await writeFile(
+      join(overlay, "kustomization.yaml"),
+      `namespace: elsewhere\nresources:\n  - ${relative(overlay, AGENTK)}\n`,
+    );
+    const moved = await build(overlay);
+    expect(find(moved, "ServiceAccount").metadata.namespace).toBe("elsewhere");
+    const subjects = moved.filter((o) => o.kind.endsWith("Binding")).flatMap((b) => b.subjects as Any[]);
+    expect(subjects).toHaveLength(4);
+    for (const s of subjects) expect(s.namespace).toBe("elsewhere");
   });
 
   test("RBAC: impersonation, leases, the informer cache's reads, GitOps' writes", () => {
