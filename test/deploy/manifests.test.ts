@@ -72,30 +72,33 @@ describe.each([AGENTK, KAS, PROXY_EXAMPLE])("%s", (path) => {
   });
 });
 
-test("a typo in a field or a kind is refused", async () => {
-  const copy = join(dir, "kas-typo");
+/** deploy/kas with `from` replaced by `to` in one file: both applies refuse it, naming `refusal`. */
+async function refusedWith(file: string, from: string, to: string, refusal: string): Promise<void> {
+  const copy = await mkdtemp(join(dir, "kas-typo-"));
   await cp(KAS, copy, { recursive: true });
-  const deployment = await readFile(join(copy, "deployment.yaml"), "utf8");
-  await writeFile(
-    join(copy, "deployment.yaml"),
-    deployment.replace("terminationGracePeriodSeconds:", "terminationGracePeriodSecond:"),
-  );
+  const text = await readFile(join(copy, file), "utf8");
+  expect(text).toContain(from);
+  await writeFile(join(copy, file), text.replace(from, to));
   for (const args of [["apply"], ["apply", "--server-side"]]) {
     const r = await kubectl.run([...args, "--dry-run=server", "-k", copy]);
     expect(r.code).not.toBe(0);
-    expect(r.stderr).toContain("spec.template.spec.terminationGracePeriodSecond");
+    expect(r.stderr).toContain(refusal);
   }
-  const pdb = await readFile(join(copy, "pdb.yaml"), "utf8");
-  await writeFile(join(copy, "deployment.yaml"), deployment);
-  await writeFile(
-    join(copy, "pdb.yaml"),
-    pdb.replace("kind: PodDisruptionBudget", "kind: PodDisruptionBuget"),
+}
+
+test("a typo in a field or a kind is refused", async () => {
+  await refusedWith(
+    "deployment.yaml",
+    "terminationGracePeriodSeconds:",
+    "terminationGracePeriodSecond:",
+    "spec.template.spec.terminationGracePeriodSecond",
   );
-  for (const args of [["apply"], ["apply", "--server-side"]]) {
-    const r = await kubectl.run([...args, "--dry-run=server", "-k", copy]);
-    expect(r.code).not.toBe(0);
-    expect(r.stderr).toContain('no matches for kind "PodDisruptionBuget" in version "policy/v1"');
-  }
+  await refusedWith(
+    "pdb.yaml",
+    "kind: PodDisruptionBudget",
+    "kind: PodDisruptionBuget",
+    'no matches for kind "PodDisruptionBuget" in version "policy/v1"',
+  );
 });
 
 test("applied for real (client-side kas, server-side agentk with the proxy example): the objects are stored", async () => {
