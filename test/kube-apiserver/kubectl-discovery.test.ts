@@ -64,6 +64,7 @@ describe("kubectl against the Kubernetes API test server", () => {
         "replicasets.apps",
         "statefulsets.apps",
         "leases.coordination.k8s.io",
+        "poddisruptionbudgets.policy",
         "rolebindings.rbac.authorization.k8s.io",
         "roles.rbac.authorization.k8s.io",
       ].sort(),

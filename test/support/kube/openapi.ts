@@ -61,3 +61,16 @@ export function openApiV3GroupVersion(registry: ResourceRegistry, group: string,
     components: { schemas: {} },
   };
 }
+
+/**
+ * `/openapi/v2` as kubectl reads it (gnostic's protobuf `openapi.v2.Document`): the version and an
+ * info block, no definitions. kubectl falls back to it to validate a kind that `/openapi/v3` does
+ * not list (a typo, a CRD not installed yet); finding no schema, it lets the kind's mapping fail
+ * with "no matches for kind", as against a real server.
+ */
+export function openApiV2Protobuf(): Buffer {
+  const field = (n: number, bytes: Buffer) =>
+    Buffer.concat([Buffer.from([(n << 3) | 2, bytes.length]), bytes]);
+  const info = Buffer.concat([field(1, Buffer.from("Kubernetes")), field(2, Buffer.from("v1.32.0-test"))]);
+  return Buffer.concat([field(1, Buffer.from("2.0")), field(2, info)]);
+}

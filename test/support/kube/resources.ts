@@ -90,6 +90,10 @@ export const BUILT_IN: readonly ResourceType[] = [
   builtIn("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", false),
   builtIn("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", false),
   builtIn("coordination.k8s.io", "v1", "leases", "Lease", true),
+  builtIn("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true, {
+    shortNames: ["pdb"],
+    subresources: ["status"],
+  }),
   builtIn("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", false, {
     shortNames: ["crd", "crds"],
     subresources: ["status"],

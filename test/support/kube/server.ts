@@ -17,13 +17,14 @@ import {
   wantsAggregated,
 } from "./discovery.ts";
 import { ExecServer } from "./exec.ts";
-import { openApiV3GroupVersion, openApiV3Root } from "./openapi.ts";
+import { openApiV2Protobuf, openApiV3GroupVersion, openApiV3Root } from "./openapi.ts";
 import { jsonPatch, mergePatch, PATCH_TYPES, patchTypeOf } from "./patch.ts";
 import { decodeKubernetesProtobuf } from "./protobuf.ts";
 import { groupVersion, type ResourceType } from "./resources.ts";
 import { SelectorError } from "./selectors.ts";
 import { type DeleteOptions, type KubeObject, KubeStore, StoreError } from "./store.ts";
 import { toTable, wantsTable } from "./table.ts";
+import { fieldValidationOf, validateFields } from "./validation.ts";
 import { serveWatch, type Watcher } from "./watch.ts";
 
 export interface RecordedRequest {
@@ -144,6 +145,10 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
         return sendRaw(res, 200, AGGREGATED_V2, JSON.stringify(aggregatedDiscovery(store.registry, legacy)));
       return sendJson(res, 200, legacy ? apiVersions() : apiGroupList(store.registry));
     }
+    if (path === "/openapi/v2") {
+      res.writeHead(200, { "content-type": "application/com.github.proto-openapi.spec.v2.v1.0+protobuf" });
+      return void res.end(openApiV2Protobuf());
+    }
     if (path === "/openapi/v3") return sendJson(res, 200, openApiV3Root(store.registry));
     if (path.startsWith("/openapi/v3/")) {
       const m = /^\/openapi\/v3\/(?:api\/(v1)|apis\/([^/]+)\/([^/]+))$/.exec(path);
@@ -168,6 +173,12 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
     const dryRun = query.getAll("dryRun").includes("All");
     const fieldManager = query.get("fieldManager") ?? undefined;
     const table = wantsTable(accept);
+    /** Unknown fields: refused under fieldValidation=Strict, `Warning` headers under Warn (validation.ts). */
+    const checkFields = (body: unknown, apply = false) => {
+      const mode = fieldValidationOf(query);
+      for (const w of validateFields(body, groupVersion(type), type.kind, mode, apply))
+        res.appendHeader("Warning", w);
+    };
 
     if (sub === "log") return serveLog(req, res, ns!, name!, query.get("follow") === "true");
     if (sub === "scale") return serveScale(req, res, type, ns!, name!, query);
@@ -197,6 +208,7 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
       }
       if (method === "POST") {
         const body = (await readBody(req)) as Partial<KubeObject>;
+        checkFields(body);
         if (type.subresources.includes("status") && type.plural !== "customresourcedefinitions")
           delete body?.status;
         return sendJson(
@@ -235,6 +247,7 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
     }
     if (method === "PUT") {
       const body = await readBody(req);
+      checkFields(body);
       const opts = {
         dryRun,
         fieldManager: fieldManager ?? userAgentManager(req),
@@ -260,6 +273,7 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
         );
       }
       const body = await readBody(req);
+      if (patchType !== "json") checkFields(body, patchType === "apply");
       const manager = fieldManager ?? (patchType === "apply" ? undefined : userAgentManager(req));
       const { object, created } = store.patch(type, ns, name, patchType, body, {
         dryRun,
