@@ -108,7 +108,8 @@ export async function measure(o: MeasureOptions): Promise<Measurement> {
     env.BENCH_SCALE_PROBE_DIR = dir;
     env.BENCH_SCALE_PROFILE = o.profile;
   }
-  const kas = await spawnKas(env, { entry: o.kasEntry });
+  // A shared machine under load can take a while to start kas.
+  const kas = await spawnKas(env, { entry: o.kasEntry, timeoutMs: 60_000 });
   const pid = kas.child.pid!;
   let load: ReturnType<typeof spawn> | undefined;
   try {
