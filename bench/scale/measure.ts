@@ -138,7 +138,8 @@ export async function measure(o: MeasureOptions): Promise<Measurement> {
     });
     const report = await deadline(
       once(createInterface({ input: load.stdout! }), "line").then(([l]) => JSON.parse(l) as AgentsReport),
-      180_000 + (o.configurationStreamsTimeoutMs ?? 0),
+      // Connecting takes longer on a loaded machine: a minute plus 20 ms per agent (19,500: 7.5 min).
+      60_000 + 20 * o.agents + (o.configurationStreamsTimeoutMs ?? 0),
       "the load process did not report",
     );
     if (report.failed > 0) throw new Error(`${report.failed} of ${o.agents} tunnels failed: ${report.error}`);
