@@ -108,7 +108,8 @@ export async function measure(o: MeasureOptions): Promise<Measurement> {
     env.BENCH_SCALE_PROBE_DIR = dir;
     env.BENCH_SCALE_PROFILE = o.profile;
   }
-  const kas = await spawnKas(env, { entry: o.kasEntry });
+  // A shared machine under load can take a while to start kas.
+  const kas = await spawnKas(env, { entry: o.kasEntry, timeoutMs: 60_000 });
   const pid = kas.child.pid!;
   let load: ReturnType<typeof spawn> | undefined;
   try {
@@ -137,7 +138,8 @@ export async function measure(o: MeasureOptions): Promise<Measurement> {
     });
     const report = await deadline(
       once(createInterface({ input: load.stdout! }), "line").then(([l]) => JSON.parse(l) as AgentsReport),
-      180_000 + (o.configurationStreamsTimeoutMs ?? 0),
+      // Connecting takes longer on a loaded machine: a minute plus 20 ms per agent (19,500: 7.5 min).
+      60_000 + 20 * o.agents + (o.configurationStreamsTimeoutMs ?? 0),
       "the load process did not report",
     );
     if (report.failed > 0) throw new Error(`${report.failed} of ${o.agents} tunnels failed: ${report.error}`);

@@ -42,10 +42,18 @@ export function createBinaryDuplex(ws: WebSocket, control: BinaryDuplexControl):
     },
     writev(chunks, callback) {
       if (ws.readyState !== WebSocket.OPEN) return callback(notOpen(ws));
+      // One socket write for the batch instead of one per message. yamux hands a large payload
+      // over with its 12-byte header as two chunks (so as not to copy the payload): uncorked, each
+      // was its own syscall (and, on loopback, its own delivery to the peer). In bench:tunnel
+      // (2 cores, shared) 8 streams went from 0.68-0.81x of raw WebSockets to 0.97-1.02x, one
+      // stream from 0.61-0.91x to 0.69-0.89x.
+      const socket = socketOf(ws);
+      socket?.cork();
       const last = chunks.length - 1;
-      chunks.forEach(({ chunk }, i) => {
-        ws.send(chunk as Buffer, { binary: true }, i === last ? callback : undefined);
-      });
+      for (let i = 0; i <= last; i++) {
+        ws.send(chunks[i]!.chunk as Buffer, { binary: true }, i === last ? callback : undefined);
+      }
+      socket?.uncork();
     },
     final(callback) {
       if (ws.readyState === WebSocket.CLOSED) return callback();
@@ -102,4 +110,10 @@ export function createBinaryDuplex(ws: WebSocket, control: BinaryDuplexControl):
 function notOpen(ws: WebSocket): TransportError {
   const state = ws.readyState === WebSocket.CLOSING ? "closing" : "closed";
   return new TransportError("CLOSED", `cannot write: the WebSocket is ${state}`);
+}
+
+/** ws keeps the stream it runs on in `_socket` (set by its client, `handleUpgrade` and `setSocket`). */
+function socketOf(ws: WebSocket): Duplex | undefined {
+  const socket = (ws as unknown as { _socket?: unknown })._socket;
+  return socket instanceof Duplex ? socket : undefined;
 }

@@ -3,6 +3,7 @@ import type { Duplex } from "node:stream";
 import { FrameDecoder } from "./decoder.ts";
 import { errors, ProtocolError, type YamuxError } from "./errors.ts";
 import { Flag, type FrameHeader, FrameType, GoAwayCode, type GoAwayCode as GoAwayCodeT } from "./frame.ts";
+import { joinKeepAlive, type KeepAliveTick, leaveKeepAlive } from "./keepalive-wheel.ts";
 import { type ResolvedOptions, resolveOptions, type SessionOptions } from "./options.ts";
 import { type StreamHost, YamuxStream } from "./stream.ts";
 import { FrameWriter } from "./writer.ts";
@@ -58,7 +59,8 @@ export class Session extends EventEmitter<SessionEvents> {
   #pings = new Map<number, PendingPing>();
   #nextPing = 0;
   #rttMs = 0;
-  #keepAlive: NodeJS.Timeout | undefined;
+  /** This session's place on the shared keepalive timer (see keepalive-wheel.ts). */
+  #keepAlive: KeepAliveTick | undefined;
   #localGoAway = false;
   #remoteGoAway = false;
   #closed = false;
@@ -93,8 +95,8 @@ export class Session extends EventEmitter<SessionEvents> {
     conn.on("error", (err) => this.destroy(err));
 
     if (this.#opts.keepAliveIntervalMs > 0) {
-      this.#keepAlive = setInterval(() => this.#keepAliveTick(), this.#opts.keepAliveIntervalMs);
-      this.#keepAlive.unref();
+      this.#keepAlive = () => this.#keepAliveTick();
+      joinKeepAlive(this.#opts.keepAliveIntervalMs, this.#keepAlive);
       this.#keepAliveTick(); // an early RTT sample lets window auto-tuning start at once
     }
   }
@@ -178,7 +180,7 @@ export class Session extends EventEmitter<SessionEvents> {
   destroy(err?: Error): void {
     if (this.#closed) return;
     this.#closed = true;
-    clearInterval(this.#keepAlive);
+    if (this.#keepAlive) leaveKeepAlive(this.#opts.keepAliveIntervalMs, this.#keepAlive);
     this.#decoder.stop();
     const cause = errors.sessionClosed(err);
     for (const p of this.#pings.values()) {

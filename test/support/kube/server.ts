@@ -44,6 +44,8 @@ export interface KubeApiServer {
   readonly store: KubeStore;
   /** Every request (upgrades included) in arrival order, before authentication. */
   readonly requests: RecordedRequest[];
+  /** TCP connections accepted so far (a client that keeps connections alive makes few). */
+  readonly connections: number;
   /** Appends a line to a pod's log; `logs?follow=true` readers get it at once. */
   appendLog(ns: string, pod: string, line: string): void;
   /**
@@ -100,7 +102,9 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
     if (!authorized(req)) return sendStatus(res, 401, "Unauthorized", "Unauthorized");
     route(req, res).catch((err: unknown) => sendError(res, err));
   });
+  let connections = 0;
   server.on("connection", (s: Socket) => {
+    connections++;
     sockets.add(s);
     s.once("close", () => sockets.delete(s));
   });
@@ -357,6 +361,9 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
     token,
     store,
     requests,
+    get connections() {
+      return connections;
+    },
     appendLog(ns, pod, line) {
       const key = `${ns}/${pod}`;
       logs.set(key, [...(logs.get(key) ?? []), line]);
