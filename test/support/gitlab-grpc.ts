@@ -7,7 +7,10 @@ import { protoPath as healthProtoPath } from "grpc-health-check";
 
 const PROTO_ROOT = fileURLToPath(new URL("../../proto/", import.meta.url));
 const REFLECTION_PROTO = fileURLToPath(
-  new URL("../../node_modules/@grpc/reflection/build/proto/grpc/reflection/v1/reflection.proto", import.meta.url),
+  new URL(
+    "../../node_modules/@grpc/reflection/build/proto/grpc/reflection/v1/reflection.proto",
+    import.meta.url,
+  ),
 );
 
 type Ctor = grpc.ServiceClientConstructor;
@@ -30,7 +33,7 @@ export function gitlabServiceClients(): {
       healthProtoPath,
       REFLECTION_PROTO,
     ],
-    { includeDirs: [PROTO_ROOT], keepCase: true, longs: String, defaults: true },
+    { includeDirs: [PROTO_ROOT], keepCase: true, longs: String, enums: String, defaults: true },
   );
   const root = grpc.loadPackageDefinition(definition) as unknown as Record<string, any>;
   return {
@@ -69,4 +72,35 @@ export function unary<Res>(
       err ? reject(err) : resolve(res),
     ),
   );
+}
+
+/**
+ * Asks server reflection (v1) for the services, and for the file that defines `symbol` (its
+ * serialized descriptors as latin1 text, to look for names in), as grpcurl does.
+ */
+export function listServices(
+  reflection: grpc.Client,
+  metadata: grpc.Metadata,
+  symbol?: string,
+): Promise<{ services: string[]; describe: string }> {
+  const call = (
+    reflection as unknown as Record<string, (md: grpc.Metadata) => grpc.ClientDuplexStream<unknown, any>>
+  ).ServerReflectionInfo!.call(reflection, metadata);
+  return new Promise((resolve, reject) => {
+    const services: string[] = [];
+    let describe = "";
+    call.on("data", (res) => {
+      for (const s of res.list_services_response?.service ?? []) services.push(s.name);
+      for (const f of res.file_descriptor_response?.file_descriptor_proto ?? []) {
+        describe += Buffer.from(f).toString("latin1");
+      }
+      if (res.error_response)
+        reject(Object.assign(new Error(res.error_response.error_message), res.error_response));
+    });
+    call.on("error", reject);
+    call.on("end", () => resolve({ services, describe }));
+    call.write({ list_services: "" });
+    if (symbol) call.write({ file_containing_symbol: symbol });
+    call.end();
+  });
 }

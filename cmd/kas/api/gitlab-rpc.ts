@@ -56,7 +56,7 @@ export function createGitLabRpcServer(options: GitLabRpcServerOptions): GitLabRp
     const route = methods.has(method.path) ? method.path : "unknown";
     const end = options.metrics?.start(route);
     const healthCheck = method.path.startsWith(`/${HEALTH_SERVICE}/`);
-    return new grpc.ServerInterceptingCall(call, {
+    const guarded: grpc.ServerInterceptingCall = new grpc.ServerInterceptingCall(call, {
       start: (next) =>
         next({
           onReceiveMetadata: (metadata, nextMetadata) => {
@@ -66,7 +66,7 @@ export function createGitLabRpcServer(options: GitLabRpcServerOptions): GitLabRp
               (err: unknown) => {
                 const details = err instanceof ApiAuthError ? err.message : "cannot check the JWT";
                 log.info({ front: "api", route, reason: details }, "gRPC call refused");
-                call.sendStatus({
+                guarded.sendStatus({
                   code: grpc.status.UNAUTHENTICATED,
                   details,
                   metadata: new grpc.Metadata(),
@@ -80,6 +80,7 @@ export function createGitLabRpcServer(options: GitLabRpcServerOptions): GitLabRp
         nextStatus(status);
       },
     });
+    return guarded;
   };
 
   const server = new grpc.Server({ interceptors: [guard] });
