@@ -35,14 +35,17 @@ export function gitlabServiceClients(): {
     ],
     { includeDirs: [PROTO_ROOT], keepCase: true, longs: String, enums: String, defaults: true },
   );
-  const root = grpc.loadPackageDefinition(definition) as unknown as Record<string, any>;
+  const root = grpc.loadPackageDefinition(definition);
+  /** The constructor at a dotted name in the loaded packages. */
+  const at = (name: string): Ctor =>
+    name.split(".").reduce<unknown>((node, part) => (node as Record<string, unknown>)[part], root) as Ctor;
   return {
-    AgentTracker: root.gitlab.agent.agent_tracker.rpc.AgentTracker,
-    Notifications: root.gitlab.agent.notifications.rpc.Notifications,
-    ConfigurationProject: root.gitlab.agent.configuration_project.rpc.ConfigurationProject,
-    ClusterViewsWatch: root.cluster_views.v1.ClusterViewsWatchService,
-    Health: root.grpc.health.v1.Health,
-    Reflection: root.grpc.reflection.v1.ServerReflection,
+    AgentTracker: at("gitlab.agent.agent_tracker.rpc.AgentTracker"),
+    Notifications: at("gitlab.agent.notifications.rpc.Notifications"),
+    ConfigurationProject: at("gitlab.agent.configuration_project.rpc.ConfigurationProject"),
+    ClusterViewsWatch: at("cluster_views.v1.ClusterViewsWatchService"),
+    Health: at("grpc.health.v1.Health"),
+    Reflection: at("grpc.reflection.v1.ServerReflection"),
   };
 }
 
@@ -74,6 +77,13 @@ export function unary<Res>(
   );
 }
 
+interface ReflectionResponse {
+  list_services_response?: { service: Array<{ name: string }> };
+  file_descriptor_response?: { file_descriptor_proto: Uint8Array[] };
+  error_response?: { error_code: number; error_message: string };
+}
+type ReflectionCall = grpc.ClientDuplexStream<unknown, ReflectionResponse>;
+
 /**
  * Asks server reflection (v1) for the services, and for the file that defines `symbol` (its
  * serialized descriptors as latin1 text, to look for names in), as grpcurl does.
@@ -83,13 +93,13 @@ export function listServices(
   metadata: grpc.Metadata,
   symbol?: string,
 ): Promise<{ services: string[]; describe: string }> {
-  const call = (
-    reflection as unknown as Record<string, (md: grpc.Metadata) => grpc.ClientDuplexStream<unknown, any>>
-  ).ServerReflectionInfo!.call(reflection, metadata);
+  const open = (reflection as unknown as Record<string, (md: grpc.Metadata) => ReflectionCall>)
+    .ServerReflectionInfo!;
+  const call = open.call(reflection, metadata);
   return new Promise((resolve, reject) => {
     const services: string[] = [];
     let describe = "";
-    call.on("data", (res) => {
+    call.on("data", (res: ReflectionResponse) => {
       for (const s of res.list_services_response?.service ?? []) services.push(s.name);
       for (const f of res.file_descriptor_response?.file_descriptor_proto ?? []) {
         describe += Buffer.from(f).toString("latin1");
@@ -103,4 +113,14 @@ export function listServices(
     if (symbol) call.write({ file_containing_symbol: symbol });
     call.end();
   });
+}
+
+/** The error a call must end with; rejects if it succeeds instead. */
+export function failure(call: Promise<unknown>): Promise<grpc.ServiceError> {
+  return call.then(
+    () => {
+      throw new Error("the call succeeded; a failure was expected");
+    },
+    (err: grpc.ServiceError) => err,
+  );
 }

@@ -6,7 +6,14 @@ import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type InProcessAgentk, startInProcessAgentk } from "../../support/agentk-in-process.ts";
-import { bearer, gitlabServiceClients, grpcTarget, listServices, unary } from "../../support/gitlab-grpc.ts";
+import {
+  bearer,
+  failure,
+  gitlabServiceClients,
+  grpcTarget,
+  listServices,
+  unary,
+} from "../../support/gitlab-grpc.ts";
 import { RedisServer } from "../../support/redis-server.ts";
 import { testPki } from "../../support/tls-certs.ts";
 import { AGENT_ID, gitlabJwt, TOKEN } from "../support/fixtures.ts";
@@ -81,27 +88,20 @@ describe("gRPC for GitLab on the API port, cleartext HTTP/2 beside HTTP/1.1 JSON
       noMetadata,
       notBearer,
     ]) {
-      const err = await unary(
-        tracker,
-        "GetConnectedAgentsByAgentIDs",
-        { agent_ids: [AGENT_ID] },
-        metadata,
-      ).catch((e: grpc.ServiceError) => e);
-      expect((err as grpc.ServiceError).code).toBe(grpc.status.UNAUTHENTICATED);
-      expect((err as grpc.ServiceError).details).not.toContain(jwt);
+      const err = await failure(
+        unary(tracker, "GetConnectedAgentsByAgentIDs", { agent_ids: [AGENT_ID] }, metadata),
+      );
+      expect(err.code).toBe(grpc.status.UNAUTHENTICATED);
+      expect(err.details).not.toContain(jwt);
     }
     // Even before validation, a request with bad ids and no JWT is refused for the JWT.
-    const err = await unary(tracker, "GetConnectedAgentsByAgentIDs", { agent_ids: [] }, noMetadata).catch(
-      (e) => e,
-    );
+    const err = await failure(unary(tracker, "GetConnectedAgentsByAgentIDs", { agent_ids: [] }, noMetadata));
     expect(err.code).toBe(grpc.status.UNAUTHENTICATED);
   });
 
   it("INVALID_ARGUMENT for ids that cannot be GitLab's", async () => {
     for (const agent_ids of [[], ["0"], ["-5"]]) {
-      const err = await unary(tracker, "GetConnectedAgentsByAgentIDs", { agent_ids }, bearer(jwt)).catch(
-        (e) => e,
-      );
+      const err = await failure(unary(tracker, "GetConnectedAgentsByAgentIDs", { agent_ids }, bearer(jwt)));
       expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
       expect(err.details).toMatch(/agent_ids/);
     }
@@ -141,7 +141,7 @@ describe("gRPC for GitLab on the API port, cleartext HTTP/2 beside HTTP/1.1 JSON
       expect(http.status).toBe(204);
       expect(await counter(kas, heard)).toBe(before + 2);
       for (const event of [{}, { project: {} }, { project: { id: "-1" } }]) {
-        const err = await unary(notifications, "GitPushEvent", { event }, bearer(jwt)).catch((e) => e);
+        const err = await failure(unary(notifications, "GitPushEvent", { event }, bearer(jwt)));
         expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
       }
       expect(await counter(kas, heard)).toBe(before + 2);
@@ -171,8 +171,8 @@ describe("gRPC for GitLab on the API port, cleartext HTTP/2 beside HTTP/1.1 JSON
       } finally {
         remove();
       }
-      const unknown = await unary(health, "Check", { service: "no.such.Service" }, new grpc.Metadata()).catch(
-        (e) => e,
+      const unknown = await failure(
+        unary(health, "Check", { service: "no.such.Service" }, new grpc.Metadata()),
       );
       expect(unknown.code).toBe(grpc.status.NOT_FOUND);
     } finally {
@@ -199,7 +199,7 @@ describe("gRPC for GitLab on the API port, cleartext HTTP/2 beside HTTP/1.1 JSON
       // The serialized FileDescriptorProto names the methods GitLab calls.
       expect(describe).toContain("GetConnectedAgentsByProjectIDs");
       expect(describe).toContain("GetConnectedAgentsByAgentIDs");
-      const refused = await listServices(reflection, new grpc.Metadata()).catch((e) => e);
+      const refused = await failure(listServices(reflection, new grpc.Metadata()));
       expect(refused.code).toBe(grpc.status.UNAUTHENTICATED);
     } finally {
       reflection.close();
@@ -251,12 +251,9 @@ describe("gRPC for GitLab over TLS: ALPN h2 is gRPC, http/1.1 is JSON", () => {
         bearer(jwt),
       );
       expect(answer.agents).toEqual([]);
-      const err = await unary(
-        tracker,
-        "GetConnectedAgentsByAgentIDs",
-        { agent_ids: [AGENT_ID] },
-        bearer("x"),
-      ).catch((e) => e);
+      const err = await failure(
+        unary(tracker, "GetConnectedAgentsByAgentIDs", { agent_ids: [AGENT_ID] }, bearer("x")),
+      );
       expect(err.code).toBe(grpc.status.UNAUTHENTICATED);
     } finally {
       tracker.close();
@@ -301,12 +298,9 @@ describe("AgentTracker with Redis that cannot answer", () => {
       const down = once(kas.kas.router!.cluster as unknown as NodeJS.EventEmitter, "down");
       await redis.stop();
       await down;
-      const err = await unary(
-        tracker,
-        "GetConnectedAgentsByAgentIDs",
-        { agent_ids: [AGENT_ID] },
-        bearer(jwt),
-      ).catch((e) => e);
+      const err = await failure(
+        unary(tracker, "GetConnectedAgentsByAgentIDs", { agent_ids: [AGENT_ID] }, bearer(jwt)),
+      );
       expect(err.code).toBe(grpc.status.UNAVAILABLE);
       expect(err.details).toMatch(/other kas replicas/);
     } finally {
