@@ -33,7 +33,11 @@ export interface ProtocolSplitOptions {
 export function createProtocolSplitServer(options: ProtocolSplitOptions): net.Server {
   const timeoutMs = options.firstBytesTimeoutMs ?? 10_000;
   if (options.tls) {
-    const server = tls.createServer({ ...options.tls, ALPNProtocols: ["h2", "http/1.1"] });
+    const server = tls.createServer({
+      ...options.tls,
+      ALPNProtocols: ["h2", "http/1.1"],
+      handshakeTimeout: timeoutMs,
+    });
     server.on("secureConnection", (socket) => {
       if (socket.alpnProtocol === "h2") options.http2(socket);
       else options.http1(socket);
@@ -42,9 +46,14 @@ export function createProtocolSplitServer(options: ProtocolSplitOptions): net.Se
     server.on("tlsClientError", (_err, socket) => socket.destroy());
     return server;
   }
-  return net.createServer((socket) => {
+  /** Connections whose first bytes have not come yet: nobody else will close them. */
+  const undecided = new Set<net.Socket>();
+  const server = net.createServer((socket) => {
     let head = Buffer.alloc(0);
+    undecided.add(socket);
+    socket.once("close", () => undecided.delete(socket));
     const decide = (verdict: "http2" | "other") => {
+      undecided.delete(socket);
       socket.off("data", onData);
       socket.setTimeout(0);
       socket.off("timeout", onTimeout);
@@ -68,4 +77,11 @@ export function createProtocolSplitServer(options: ProtocolSplitOptions): net.Se
     socket.setTimeout(timeoutMs, onTimeout);
     socket.on("data", onData);
   });
+  // Closing stops accepting and waits for every connection: those still silent are cut at once.
+  const close = server.close.bind(server);
+  server.close = (callback) => {
+    for (const socket of undecided) socket.destroy();
+    return close(callback);
+  };
+  return server;
 }

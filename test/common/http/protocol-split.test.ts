@@ -7,6 +7,7 @@ import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
 import { createProtocolSplitServer, HTTP2_PREFACE, prefaceVerdict } from "../../../cmd/common/http/index.ts";
 import { rawExchange } from "../../support/raw-http.ts";
+import { until } from "../../support/until.ts";
 
 describe("prefaceVerdict (the cleartext sniff)", () => {
   it("http2 exactly for the preface (and what follows it), undecided for its prefixes, other for the rest", () => {
@@ -40,7 +41,7 @@ describe("createProtocolSplitServer (cleartext)", () => {
   });
 
   /** A split server whose HTTP/1 side is a node:http server and whose HTTP/2 side a node:http2 one. */
-  async function start() {
+  async function start(firstBytesTimeoutMs = 500) {
     const h1 = http.createServer((req, res) => res.end(`h1 ${req.url}`));
     const h2 = http2.createServer((req, res) => res.end(`h2 ${req.url}`));
     const http2Sockets: Duplex[] = [];
@@ -50,7 +51,7 @@ describe("createProtocolSplitServer (cleartext)", () => {
         http2Sockets.push(socket);
         h2.emit("connection", socket);
       },
-      firstBytesTimeoutMs: 500,
+      firstBytesTimeoutMs,
     });
     await new Promise<void>((resolve) => front.listen(0, "127.0.0.1", resolve));
     const { port } = front.address() as { port: number };
@@ -64,7 +65,7 @@ describe("createProtocolSplitServer (cleartext)", () => {
         await new Promise((resolve) => front.close(resolve));
       },
     });
-    return { port, sessions, http2Sockets };
+    return { port, sessions, http2Sockets, front };
   }
 
   it("HTTP/1.1 requests reach the HTTP server, even sent one byte at a time", async () => {
@@ -93,6 +94,17 @@ describe("createProtocolSplitServer (cleartext)", () => {
     expect(http2Sockets).toHaveLength(1);
     const raw = await rawExchange(port, "GET /three HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
     expect(raw.body).toBe("h1 /three");
+  });
+
+  it("closing cuts the clients that sent nothing yet, without waiting for their timeout", async () => {
+    const { port, front } = await start(60_000);
+    const socket = connect(port, "127.0.0.1");
+    await once(socket, "connect");
+    const connections = () => new Promise<number>((resolve) => front.getConnections((_err, n) => resolve(n)));
+    await until(async () => (await connections()) === 1, 5_000, "the connection to be accepted");
+    const closed = new Promise((resolve) => front.close(resolve));
+    await once(socket, "close");
+    await closed;
   });
 
   it("a client that sends nothing is cut after the first-bytes timeout", async () => {
