@@ -207,4 +207,13 @@ describe("ClusterViewsWatchService.WatchAgentViews", () => {
     expect(refused?.code).toBe(grpc.status.UNAUTHENTICATED);
     expect(hub.subscriptions.size).toBe(0);
   });
+
+  // Last: it closes the front.
+  it("kas closing: a running watch ends UNAVAILABLE after the grace, and lets go of the subscription", async () => {
+    const { ended } = follow(watch({ agent_id: "42" }));
+    await until(() => hub.subscriptions.size === 1, 5_000, "the watch to subscribe");
+    await listener.close(100);
+    expect((await ended)?.code).toBe(grpc.status.UNAVAILABLE);
+    await until(() => hub.subscriptions.size === 0, 5_000, "the drained watch to unsubscribe");
+  });
 });
