@@ -2,10 +2,11 @@
 // listener (8150) and GitLab's API front (8153) run under the same runner as the capabilities.
 import { type Authenticate, Kind } from "../../lib/tunnel/index.ts";
 import type { AgentIdentity, KasModuleFactory } from "../../modules/runtime/index.ts";
-import { listenerModule, Phase } from "../../modules/runtime/index.ts";
+import { Phase } from "../../modules/runtime/index.ts";
+import type { HttpListener } from "../common/http/index.ts";
 import type { AgentRpcServer } from "./agent-rpc.ts";
 import { type AgentListener, type AgentListenerOptions, serveAgents } from "./agents/index.ts";
-import { type ApiRouteTable, serveApi } from "./api/index.ts";
+import { type ApiRouteTable, type GitLabRpcServer, serveApi } from "./api/index.ts";
 import type { TokenRecheck } from "./auth/index.ts";
 import type { KasConfig, KasSecrets } from "./config/index.ts";
 import type { KasMetrics } from "./observability/index.ts";
@@ -63,19 +64,46 @@ export function agentListenerModule(o: AgentListenerModuleOptions): KasModuleFac
   };
 }
 
-/** GitLab's API (8153), serving the routes modules added; off without its shared secret. */
+/**
+ * GitLab's API (8153), serving the routes and gRPC services modules added (HTTP/1.1 JSON and gRPC
+ * on one port); off without its shared secret. Draining, its health service says NOT_SERVING.
+ */
 export function apiFrontModule(
   config: KasConfig,
   secrets: KasSecrets,
   routes: ApiRouteTable,
+  rpc: GitLabRpcServer | undefined,
 ): KasModuleFactory {
-  return listenerModule("api", Phase.front, "api", async ({ log, requests }) => {
-    if (secrets.apiSecret === undefined) {
-      log.warn({}, "API for GitLab disabled: api.listen.authentication_secret_file is not set");
-      return undefined;
-    }
-    return serveApi({ listen: config.api.listen, secret: secrets.apiSecret, routes, metrics: requests, log });
-  });
+  return {
+    name: "api",
+    phase: Phase.front,
+    create({ log, requests }) {
+      let listener: HttpListener | undefined;
+      return {
+        name: "api",
+        get urls() {
+          return listener ? { api: listener.url } : {};
+        },
+        async start() {
+          if (secrets.apiSecret === undefined || rpc === undefined) {
+            log.warn({}, "API for GitLab disabled: api.listen.authentication_secret_file is not set");
+            return;
+          }
+          rpc.start();
+          listener = await serveApi({
+            listen: config.api.listen,
+            secret: secrets.apiSecret,
+            routes,
+            metrics: requests,
+            log,
+            grpc: rpc.connections,
+          });
+        },
+        drain: () => rpc?.drain(),
+        close: async (graceMs) => listener?.close(graceMs),
+      };
+    },
+  };
 }
 
 /**

@@ -21,7 +21,7 @@ import { serviceProxyModule } from "../../modules/service_proxy/kas/module.ts";
 import { AgentHttpProxy } from "../common/http/index.ts";
 import { createAgentRpcServer } from "./agent-rpc.ts";
 import type { AgentListener } from "./agents/index.ts";
-import { ApiRouteTable } from "./api/index.ts";
+import { ApiRouteTable, createGitLabRpcServer } from "./api/index.ts";
 import {
   type ConfiguredAuthenticator,
   createAgentAuthenticate,
@@ -173,6 +173,11 @@ export function createKasServer(options: KasServerOptions): KasServer {
           log,
         });
         const api = new ApiRouteTable();
+        const gitlabRpc =
+          secrets.apiSecret &&
+          createGitLabRpcServer({ secret: secrets.apiSecret, readiness, log, metrics: metrics.requests });
+        // Without the API's secret nothing serves them; modules add their services all the same.
+        const rpcServices = gitlabRpc || { addService: () => {} };
         // Calls on a draining tunnel end within half its grace, so they end with their own status.
         const agentRpc = createAgentRpcServer(config.shutdownGracePeriodMs / 2);
         const modules: KasModuleFactory[] = [
@@ -209,7 +214,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
           gitopsModule(config.agent.gitops),
           serviceProxyModule(),
           kubernetesApiModule(config.agent.kubernetesApi, await kubernetesProxyAccess(config)),
-          apiFrontModule(config, secrets, api),
+          apiFrontModule(config, secrets, api, gitlabRpc || undefined),
         ];
         runner = new ModuleRunner(modules);
         await runner.start({
@@ -222,6 +227,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
           agentStreams,
           agentRpc,
           api,
+          gitlabRpc: rpcServices,
           repositories,
           projects,
           broadcast: shared.broadcast,

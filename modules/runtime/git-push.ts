@@ -28,6 +28,22 @@ export function publishGitPush(broadcast: Broadcast, project: PushedProject): Pr
   return broadcast.publish(GIT_PUSH_CHANNEL, JSON.stringify(project));
 }
 
+/**
+ * What GitLab's notification does, over HTTP or gRPC: every replica hears of the push; when Redis
+ * cannot take it, this replica polls anyway and the others find the change at their next poll.
+ */
+export async function announceGitPush(
+  broadcast: Broadcast,
+  log: Logger,
+  project: PushedProject,
+): Promise<void> {
+  try {
+    await publishGitPush(broadcast, project);
+  } catch (err) {
+    log.warn({ err: (err as Error).message, project }, "git push: cannot tell the other kas replicas");
+  }
+}
+
 /** Calls `onPush` for every push any replica was told of; returns a function that stops. */
 export function onGitPush(
   broadcast: Broadcast,

@@ -6,7 +6,7 @@ export type {
   HttpServices,
   LeaderElection,
 } from "./agentk.ts";
-export { onGitPush, type PushedProject, publishGitPush } from "./git-push.ts";
+export { announceGitPush, onGitPush, type PushedProject, publishGitPush } from "./git-push.ts";
 export type {
   AgentIdentity,
   AgentInfo,
@@ -17,6 +17,7 @@ export type {
   Broadcast,
   GitalyInfo,
   GitalyRepository,
+  GitLabRpc,
   KasModuleDeps,
   KasModuleFactory,
   KasRedis,
@@ -31,4 +32,5 @@ export { type Listening, listenerModule } from "./listener-module.ts";
 export { type Module, type ModuleFactory, Phase } from "./module.ts";
 export { PollLoop, type PollLoopOptions } from "./poll-loop.ts";
 export * from "./repositories.ts";
+export { callSignal, deadlinePassed, positiveId, rpcError } from "./rpc-call.ts";
 export { ModuleCloseError, ModuleRunner } from "./runner.ts";

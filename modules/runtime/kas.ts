@@ -91,6 +91,23 @@ export interface AgentRpc {
 }
 
 /**
+ * The gRPC server GitLab calls on its API port (8153), beside the HTTP/JSON routes: modules add
+ * their services while they are built. Every call has passed GitLab's JWT (`authorization: bearer`)
+ * before a handler runs; handlers answer failures with a gRPC status (`rpcError`, rpc-call.ts).
+ */
+export interface GitLabRpc {
+  /**
+   * Adds a service. `protoFile` is the generated module's `protobufFileName` (the .proto under
+   * proto/ that defines the service), which server reflection describes to callers.
+   */
+  addService(
+    service: grpc.ServiceDefinition,
+    implementation: grpc.UntypedServiceImplementation,
+    protoFile: string,
+  ): void;
+}
+
+/**
  * Messages to every kas replica (Redis pub/sub; within the process without Redis), e.g. "project P
  * was pushed to". Delivery is best effort: whoever relies on it also polls.
  */
@@ -165,6 +182,8 @@ export interface KasModuleDeps {
   agentRpc: AgentRpc;
   /** GitLab's API front; routes added while the modules are built are served once it starts. */
   api: ApiRoutes;
+  /** The gRPC services on GitLab's API front (same port, HTTP/2). */
+  gitlabRpc: GitLabRpc;
   /** Reads projects' repositories (Gitaly, or local git), rate-limited toward Gitaly. */
   repositories: RepositoryReader;
   /** Which projects an agent may read, and where they are. */

@@ -12,7 +12,13 @@ export {
 export * from "./forwarder.ts";
 export * from "./guard.ts";
 export * from "./http-error.ts";
-export { type HttpListener, type HttpListenOptions, listenHttp } from "./listen-http.ts";
+export {
+  type Http2Connections,
+  type HttpListener,
+  type HttpListenOptions,
+  listenHttp,
+} from "./listen-http.ts";
+export { createProtocolSplitServer, HTTP2_PREFACE, prefaceVerdict } from "./protocol-split.ts";
 export { describeProxyError, failure, type ProxyFailure } from "./proxy-failure.ts";
 export * from "./raw-answer.ts";
 export * from "./request-target.ts";

@@ -1,11 +1,21 @@
 import { readFile } from "node:fs/promises";
 import * as http from "node:http";
 import * as https from "node:https";
+import type { Server } from "node:net";
 import type { Duplex } from "node:stream";
 import type { ListenAddress, TlsFiles } from "../config/values.ts";
 import { listenAt } from "../listen.ts";
 import { type GuardOptions, guardServer, type RequestHandler, type UpgradeHandler } from "./guard.ts";
 import { HttpError } from "./http-error.ts";
+import { createProtocolSplitServer } from "./protocol-split.ts";
+
+/** Where HTTP/2 connections go when HTTP/1.1 and HTTP/2 share the port (e.g. a gRPC server). */
+export interface Http2Connections {
+  /** A connection whose client speaks HTTP/2 (TLS ALPN `h2`, or the cleartext preface). */
+  serve(socket: Duplex): void;
+  /** Ends the served connections: what is in flight gets `graceMs`. */
+  close(graceMs: number): Promise<void>;
+}
 
 export interface HttpListenOptions extends GuardOptions {
   address: ListenAddress;
@@ -14,6 +24,8 @@ export interface HttpListenOptions extends GuardOptions {
   handler: RequestHandler;
   /** Requests with `Connection: Upgrade` (exec, attach, port-forward, WebSocket). */
   onUpgrade?: UpgradeHandler;
+  /** Serve HTTP/2 on the same port, by handing those connections here (`createProtocolSplitServer`). */
+  http2?: Http2Connections;
 }
 
 export interface HttpListener {
@@ -60,9 +72,17 @@ export async function listenHttp(options: HttpListenOptions): Promise<HttpListen
   };
   const onUpgrade = options.onUpgrade;
   const tls = options.tls?.certificateFile && options.tls.keyFile ? options.tls : undefined;
-  const server: http.Server = tls
-    ? https.createServer({ cert: await readFile(tls.certificateFile!), key: await readFile(tls.keyFile!) })
-    : http.createServer();
+  const keyPair = tls && { cert: await readFile(tls.certificateFile!), key: await readFile(tls.keyFile!) };
+  const { http2 } = options;
+  // With HTTP/2 beside it, the HTTP server listens on no socket: the front hands it connections.
+  const server: http.Server = keyPair && !http2 ? https.createServer(keyPair) : http.createServer();
+  const front: Server = http2
+    ? createProtocolSplitServer({
+        ...(keyPair && { tls: keyPair }),
+        http1: (socket) => server.emit("connection", socket),
+        http2: (socket) => http2.serve(socket),
+      })
+    : server;
   // Watches and `logs -f` are long: no whole-request deadline; headers must still come quickly.
   server.requestTimeout = 0;
   server.headersTimeout = 30_000;
@@ -86,7 +106,9 @@ export async function listenHttp(options: HttpListenOptions): Promise<HttpListen
     }),
   });
 
-  const { url, port } = await listenAt(server, options.address, tls ? "https" : "http");
+  const { url, port } = await listenAt(front, options.address, tls ? "https" : "http");
+  // Node's HTTP server starts tracking its connections (idle ones, header timeouts) on "listening".
+  if (front !== server) server.emit("listening");
 
   const drain = () => {
     draining = true;
@@ -101,7 +123,9 @@ export async function listenHttp(options: HttpListenOptions): Promise<HttpListen
       if (closing) return;
       closing = true;
       drain();
-      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+      const stopped = new Promise<void>((resolve) => front.close(() => resolve()));
+      const http2Closed = http2?.close(graceMs);
+      if (front !== server) server.close(() => {}); // stops its connection checks (it listens on nothing)
       server.closeIdleConnections();
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, graceMs);
@@ -114,6 +138,7 @@ export async function listenHttp(options: HttpListenOptions): Promise<HttpListen
       });
       server.closeAllConnections();
       for (const socket of upgraded) socket.destroy();
+      await http2Closed;
       await stopped;
     },
   };

@@ -9,24 +9,36 @@ export class ApiAuthError extends Error {
   override name = "ApiAuthError";
 }
 
+export interface GitLabJwtOptions {
+  clockToleranceSec?: number;
+  /**
+   * The `iss` required; default `gitlab`. `null`: any. GitLab's gRPC client signs with its host
+   * name as issuer (Gitlab::Kas::Client), which kas cannot know, so over gRPC only the audience,
+   * the signature and the times are checked, as the reference kas does.
+   */
+  issuer?: string | null;
+  /** Where the token came from, for the reasons given (default: the `Gitlab-Kas-Api-Request` header). */
+  source?: string;
+}
+
 /**
  * Checks the HS256 JWT GitLab signs with the shared API secret (iss `gitlab`, aud `gitlab-kas`);
  * throws ApiAuthError with a reason safe to return (it never echoes the token).
  */
-export function createGitLabJwtVerifier(secret: Uint8Array, options: { clockToleranceSec?: number } = {}) {
-  return async (header: string | string[] | undefined): Promise<void> => {
-    if (typeof header !== "string" || header === "") {
-      throw new ApiAuthError(`missing ${GITLAB_REQUEST_HEADER} header`);
-    }
+export function createGitLabJwtVerifier(secret: Uint8Array, options: GitLabJwtOptions = {}) {
+  const source = options.source ?? `${GITLAB_REQUEST_HEADER} header`;
+  const issuer = options.issuer === undefined ? GITLAB_JWT_ISSUER : options.issuer;
+  return async (token: string | string[] | undefined): Promise<void> => {
+    if (typeof token !== "string" || token === "") throw new ApiAuthError(`missing ${source}`);
     try {
-      await jwtVerify(header, secret, {
+      await jwtVerify(token, secret, {
         algorithms: ["HS256"],
-        issuer: GITLAB_JWT_ISSUER,
+        ...(issuer !== null && { issuer }),
         audience: GITLAB_JWT_AUDIENCE,
         clockTolerance: options.clockToleranceSec ?? 5,
       });
     } catch (err) {
-      throw new ApiAuthError(`invalid ${GITLAB_REQUEST_HEADER} JWT: ${describe(err)}`);
+      throw new ApiAuthError(`invalid JWT in the ${source}: ${describe(err)}`);
     }
   };
 }

@@ -3,6 +3,7 @@ import type { ApiRoute, ApiRoutes } from "../../../modules/runtime/index.ts";
 import type { ListenConfig } from "../../common/config/values.ts";
 import {
   type GuardLog,
+  type Http2Connections,
   HttpError,
   type HttpListener,
   listenHttp,
@@ -38,10 +39,13 @@ export interface ApiServerOptions {
   routes: ApiRouteTable;
   metrics?: RequestMetrics;
   log?: GuardLog;
+  /** gRPC on the same port: where HTTP/2 connections go (`GitLabRpcServer.connections`). */
+  grpc?: Http2Connections;
 }
 
 /**
- * The API GitLab calls (8153). Every request carries GitLab's JWT in `Gitlab-Kas-Api-Request`;
+ * The API GitLab calls (8153): with `grpc`, HTTP/2 connections (TLS ALPN `h2`, or cleartext with
+ * the HTTP/2 preface) are gRPC, the rest HTTP/1.1 JSON. Every HTTP request carries GitLab's JWT in `Gitlab-Kas-Api-Request`;
  * without a valid one: 401. Then the route a module added for the path serves it (404 without
  * one). JSON in, JSON out; whatever fails is answered by the guard (`guardServer`).
  */
@@ -73,5 +77,6 @@ export async function serveApi(options: ApiServerOptions): Promise<HttpListener>
     routeOf: (req) => routes.find(requestTarget(req).pathname)?.route ?? "unknown",
     handler: async (req, res) => (await route(req, false)).handle(req, res),
     onUpgrade: async (req, socket, head) => (await route(req, true)).upgrade!(req, socket, head),
+    ...(options.grpc && { http2: options.grpc }),
   });
 }

@@ -3,7 +3,9 @@
 // GitLab's API; polls at once on a git push notification from any replica.
 import { type KasModuleFactory, onGitPush, Phase } from "../../runtime/index.ts";
 import type { AgentConfigurationKasConfig } from "./config.ts";
+import { addConfigurationProjectService } from "./config-files-rpc.ts";
 import { createConfigurationMetrics } from "./metrics.ts";
+import { addNotificationsService } from "./notifications-rpc.ts";
 import { configurationRoute, gitPushRoute } from "./routes.ts";
 import { addAgentConfigurationService } from "./rpc.ts";
 import { LocalStatusStore, RedisStatusStore, type StatusStore } from "./status-store.ts";
@@ -13,7 +15,7 @@ export function agentConfigurationModule(config: AgentConfigurationKasConfig): K
   return {
     name: "agent_configuration",
     phase: Phase.capability,
-    create({ log, registry, readiness, repositories, broadcast, redis, agentRpc, api }) {
+    create({ log, registry, readiness, repositories, broadcast, redis, agentRpc, api, gitlabRpc }) {
       const metrics = createConfigurationMetrics(registry);
       let store: StatusStore | undefined;
       const watches = new ConfigurationWatches({
@@ -30,6 +32,8 @@ export function agentConfigurationModule(config: AgentConfigurationKasConfig): K
       addAgentConfigurationService(agentRpc, watches, metrics);
       api.add(configurationRoute(store));
       api.add(gitPushRoute(broadcast, log));
+      addNotificationsService(gitlabRpc, broadcast, log);
+      addConfigurationProjectService(gitlabRpc, repositories);
       let stopListening = () => {};
       let stopHealth = () => {};
       return {

@@ -3,7 +3,7 @@
 import { z } from "zod";
 import { HttpError, sendJson } from "../../../cmd/common/http/index.ts";
 import type { Logger } from "../../../cmd/common/observability/index.ts";
-import { type ApiRoute, type Broadcast, type PushedProject, publishGitPush } from "../../runtime/index.ts";
+import { type ApiRoute, announceGitPush, type Broadcast, type PushedProject } from "../../runtime/index.ts";
 import type { StatusStore } from "./status-store.ts";
 
 const CONFIGURATION_PATH = /^\/api\/v1\/agents\/([1-9]\d{0,18})\/configuration\/?$/;
@@ -74,12 +74,7 @@ export function gitPushRoute(broadcast: Broadcast, log: Logger): ApiRoute {
         ...(id !== undefined && { id: String(id) }),
         ...(full_path !== undefined && { fullPath: full_path }),
       };
-      try {
-        await publishGitPush(broadcast, project);
-      } catch (err) {
-        // This replica polls already; the others find the change at their next poll.
-        log.warn({ err: (err as Error).message, project }, "git push: cannot tell the other kas replicas");
-      }
+      await announceGitPush(broadcast, log, project);
       res.writeHead(204).end();
     },
   };

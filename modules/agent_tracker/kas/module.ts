@@ -2,6 +2,7 @@
 // and which agentk pods and versions are behind their tunnels; listed on GitLab's API.
 import { type KasModuleFactory, Phase } from "../../runtime/index.ts";
 import { agentsRoute } from "./agents-route.ts";
+import { addAgentTrackerGitLabService } from "./gitlab-rpc.ts";
 import { addAgentTrackerService } from "./rpc.ts";
 import { AgentTracker } from "./tracker.ts";
 
@@ -9,9 +10,10 @@ export function agentTrackerModule(onTracker?: (tracker: AgentTracker) => void):
   return {
     name: "agent_tracker",
     phase: Phase.capability,
-    create({ router, api, agentRpc }) {
+    create({ router, api, agentRpc, gitlabRpc }) {
       const tracker = new AgentTracker(router);
       api.add(agentsRoute(tracker));
+      addAgentTrackerGitLabService(gitlabRpc, tracker);
       addAgentTrackerService(agentRpc, tracker);
       onTracker?.(tracker);
       return { name: "agent_tracker" };

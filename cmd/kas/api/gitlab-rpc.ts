@@ -1,0 +1,157 @@
+// The gRPC half of GitLab's API (8153): one grpc-js server, fed the HTTP/2 connections of the API
+// port, GitLab's JWT checked on every call, with server reflection and the standard health service.
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+import { ReflectionService } from "@grpc/reflection";
+import { HealthImplementation, protoPath as healthProtoPath, type ServingStatus } from "grpc-health-check";
+import { createGrpcStreamServer } from "../../../lib/tunnel/index.ts";
+import type { GitLabRpc } from "../../../modules/runtime/index.ts";
+import type { Http2Connections } from "../../common/http/index.ts";
+import type { Logger, ReadinessChecks, RequestMetrics } from "../../common/observability/index.ts";
+import { ApiAuthError, createGitLabJwtVerifier } from "./gitlab-jwt.ts";
+
+/** Anyone may ask whether kas serves (load balancers, Kubernetes' gRPC probes): no JWT. */
+const HEALTH_SERVICE = "grpc.health.v1.Health";
+
+export interface GitLabRpcServerOptions {
+  /** Shared with GitLab (api.listen.authentication_secret_file). */
+  secret: Uint8Array;
+  /** kas's readiness is the health service's status. */
+  readiness: ReadinessChecks;
+  log: Logger;
+  metrics?: RequestMetrics;
+  /** How often health watchers hear of a readiness change. Default 5 s. */
+  healthRefreshMs?: number;
+}
+
+export interface GitLabRpcServer extends GitLabRpc {
+  /** The API port's HTTP/2 connections, for `listenHttp({http2})`. */
+  readonly connections: Http2Connections;
+  /** Once every module added its services: reflection over them, health watched. Idempotent. */
+  start(): void;
+  /** Health says NOT_SERVING from now on. */
+  drain(): void;
+}
+
+/** `authorization: bearer <jwt>`, as Gitlab::Kas::Client sends it (the scheme in any case). */
+export function bearerToken(metadata: grpc.Metadata): string | undefined {
+  const [value] = metadata.get("authorization");
+  const match = typeof value === "string" ? /^bearer\s+(\S+)\s*$/i.exec(value) : null;
+  return match?.[1];
+}
+
+export function createGitLabRpcServer(options: GitLabRpcServerOptions): GitLabRpcServer {
+  const { log, readiness } = options;
+  const verify = createGitLabJwtVerifier(options.secret, {
+    issuer: null,
+    source: "authorization metadata (bearer)",
+  });
+  const services = new Map<string, string>(); // service name -> its .proto file
+  const methods = new Set<string>();
+
+  /** GitLab's JWT before anything else runs; the call's duration and status in the metrics. */
+  const guard: grpc.ServerInterceptor = (method, call) => {
+    const route = methods.has(method.path) ? method.path : "unknown";
+    const end = options.metrics?.start(route);
+    const healthCheck = method.path.startsWith(`/${HEALTH_SERVICE}/`);
+    const guarded: grpc.ServerInterceptingCall = new grpc.ServerInterceptingCall(call, {
+      start: (next) =>
+        next({
+          onReceiveMetadata: (metadata, nextMetadata) => {
+            if (healthCheck) return nextMetadata(metadata);
+            verify(bearerToken(metadata)).then(
+              () => nextMetadata(metadata),
+              (err: unknown) => {
+                const details = err instanceof ApiAuthError ? err.message : "cannot check the JWT";
+                log.info({ front: "api", route, reason: details }, "gRPC call refused");
+                guarded.sendStatus({
+                  code: grpc.status.UNAUTHENTICATED,
+                  details,
+                  metadata: new grpc.Metadata(),
+                });
+              },
+            );
+          },
+        }),
+      sendStatus: (status, nextStatus) => {
+        end?.(grpc.status[status.code] ?? status.code);
+        nextStatus(status);
+      },
+    });
+    return guarded;
+  };
+
+  const server = new grpc.Server({ interceptors: [guard] });
+  const streams = createGrpcStreamServer(server);
+  const addService: GitLabRpc["addService"] = (service, implementation, protoFile) => {
+    const paths = Object.values(service).map((m) => m.path);
+    const name = /^\/([^/]+)\//.exec(paths[0] ?? "")?.[1];
+    if (!name) throw new Error("a gRPC service without methods");
+    if (services.has(name)) throw new Error(`gRPC service ${name} added twice`);
+    services.set(name, protoFile);
+    for (const path of paths) methods.add(path);
+    server.addService(service, implementation);
+  };
+
+  const health = new HealthImplementation({ "": "NOT_SERVING" });
+  let draining = false;
+  const setStatus = (next: ServingStatus) => {
+    for (const name of ["", ...services.keys()]) health.setStatus(name, next);
+  };
+  /** Readiness, now: what Check answers and Watch streams. */
+  const refresh = async () => {
+    const ready = !draining && (await readiness.run()).ok;
+    if (!draining) setStatus(ready ? "SERVING" : "NOT_SERVING");
+  };
+  let timer: NodeJS.Timeout | undefined;
+  let started = false;
+
+  return {
+    addService,
+    connections: {
+      serve: (socket) => streams.inject(socket),
+      async close(graceMs) {
+        clearInterval(timer);
+        await streams.close(graceMs);
+      },
+    },
+    start() {
+      if (started) return;
+      started = true;
+      // Check answers from readiness at the time of the call; Watch hears of changes within a refresh.
+      health.addToServer({
+        addService: (service, implementation) => {
+          const original = implementation.check as grpc.handleUnaryCall<unknown, unknown>;
+          const check: grpc.handleUnaryCall<unknown, unknown> = (call, callback) => {
+            const answer = () => original(call, callback);
+            refresh().then(answer, answer);
+          };
+          addService(service as grpc.ServiceDefinition, { ...implementation, check }, healthProtoPath);
+        },
+      });
+      const definitions = protoLoader.loadSync([...new Set(services.values())], {
+        includeDirs: [protoRoot()],
+      });
+      new ReflectionService(definitions).addToServer(server);
+      void refresh().catch(() => {});
+      timer = setInterval(() => void refresh().catch(() => {}), options.healthRefreshMs ?? 5_000);
+      timer.unref();
+    },
+    drain() {
+      draining = true;
+      setStatus("NOT_SERVING");
+    },
+  };
+}
+
+/** The folder of the .proto files: proto/ beside cmd/ in the repository, or in the installed package. */
+function protoRoot(): string {
+  const candidates = ["../../../proto/", "../../../../proto/"].map((rel) =>
+    fileURLToPath(new URL(rel, import.meta.url)),
+  );
+  const found = candidates.find((dir) => existsSync(`${dir}agent_tracker/v1/gitlab_rpc.proto`));
+  if (!found) throw new Error(`the .proto files are missing (looked in ${candidates.join(", ")})`);
+  return found;
+}
