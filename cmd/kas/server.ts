@@ -16,7 +16,7 @@ import type {
   KasModuleFactory,
   RepositoryReader,
 } from "../../modules/runtime/index.ts";
-import { ModuleRunner } from "../../modules/runtime/index.ts";
+import { AgentConfigurations, ModuleRunner } from "../../modules/runtime/index.ts";
 import { serviceProxyModule } from "../../modules/service_proxy/kas/module.ts";
 import { AgentHttpProxy } from "../common/http/index.ts";
 import { createAgentRpcServer } from "./agent-rpc.ts";
@@ -30,6 +30,7 @@ import {
   TokenRecheck,
 } from "./auth/index.ts";
 import { type ConfiguredProjectAccess, createProjectAccessFromConfig } from "./auth/project-access.ts";
+import type { ConfiguredProxyAccess } from "./auth/proxy-access.ts";
 import type { KasConfig, KasSecrets } from "./config/index.ts";
 import { agentListenerModule, agentRpcModule, apiFrontModule } from "./core-modules.ts";
 import { createKasMetrics, type KasMetrics, type Logger, ReadinessChecks } from "./observability/index.ts";
@@ -93,6 +94,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
 
   let authenticator: ConfiguredAuthenticator | undefined;
   let projects: ConfiguredProjectAccess | undefined;
+  let proxyAccess: ConfiguredProxyAccess | undefined;
   let tokenRecheck: TokenRecheck | undefined;
   let router: Router | undefined;
   let agentHttp: AgentHttpProxy | undefined;
@@ -117,6 +119,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
     tokenRecheck?.destroy();
     await authenticator?.close();
     await projects?.close();
+    await proxyAccess?.close();
   };
 
   return {
@@ -137,6 +140,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
       try {
         authenticator = await createAuthenticatorFromConfig(config, secrets, log);
         projects = createProjectAccessFromConfig(config, secrets, log);
+        proxyAccess = await kubernetesProxyAccess(config, secrets, log);
         if (authenticator.recheckIntervalMs !== undefined) {
           tokenRecheck = new TokenRecheck({
             authenticator,
@@ -198,7 +202,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
           agentConfigurationModule(config.agent.configuration),
           gitopsModule(config.agent.gitops),
           serviceProxyModule(),
-          kubernetesApiModule(config.agent.kubernetesApi, await kubernetesProxyAccess(config)),
+          kubernetesApiModule(config.agent.kubernetesApi, proxyAccess),
           apiFrontModule(config, secrets, api),
         ];
         runner = new ModuleRunner(modules);
@@ -215,6 +219,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
           repositories,
           projects,
           broadcast: shared.broadcast,
+          configurations: new AgentConfigurations(),
           ...(shared.redis && { redis: shared.redis }),
         });
       } catch (err) {

@@ -36,6 +36,10 @@ const gitlab = z.object({
   authenticationSecretFile: fileSetting({
     doc: "Secret shared with GitLab (32 bytes, base64) that signs the Gitlab-Kas-Api-Request JWT. Required with gitlab.address.",
   }),
+  externalUrl: setting((v) => parseUrl(v, ["http", "https"]), {
+    kind: "URL",
+    doc: "GitLab's URL as browsers see it: the one origin whose pages may call the Kubernetes API proxy (CORS, with the session cookie).",
+  }),
   caCertificateFile: fileSetting({ doc: "Extra CA certificate(s), PEM, to trust for gitlab.address." }),
   requestTimeoutMs: durationSetting({ default: "5s", doc: "Timeout of one request to GitLab." }),
   retryDeadlineMs: durationSetting({
