@@ -1,5 +1,5 @@
-import type { KubernetesApiAccess } from "../../../modules/kubernetes_api/kas/module.ts";
 import { ProxyAccessError } from "../../../modules/kubernetes_api/kas/access.ts";
+import type { KubernetesApiAccess } from "../../../modules/kubernetes_api/kas/module.ts";
 import type { KasConfig, KasSecrets } from "../config/index.ts";
 import { AgentAuthError } from "./errors.ts";
 import { type AuthLog, GitLabInternalApi } from "./gitlab-authenticator.ts";
@@ -11,7 +11,9 @@ import type { AgentAuthenticator } from "./types.ts";
  * A static dev token (`Authorization: Bearer <token>`) known to `authenticator`: the request goes
  * to that agent's cluster with the agent's own credentials. For development and the demo only.
  */
-export function agentTokenAccess(authenticator: AgentAuthenticator): NonNullable<KubernetesApiAccess["agentToken"]> {
+export function agentTokenAccess(
+  authenticator: AgentAuthenticator,
+): NonNullable<KubernetesApiAccess["agentToken"]> {
   return async (token, signal) => {
     try {
       return await authenticator.authenticateAgent(token, { signal });
@@ -57,7 +59,9 @@ export async function kubernetesProxyAccess(
   }
   const external = config.gitlab.externalUrl;
   return {
-    ...(staticTokensFile !== undefined && { agentToken: agentTokenAccess(await loadStaticTokens(staticTokensFile)) }),
+    ...(staticTokensFile !== undefined && {
+      agentToken: agentTokenAccess(await loadStaticTokens(staticTokensFile)),
+    }),
     ...(gitlab && { gitlab }),
     ...(external !== undefined && { cors: { allowedOrigins: [new URL(external).origin] } }),
     close: async () => gitlab?.close(),

@@ -164,7 +164,8 @@ function ciAccessAs(r: Reader, value: unknown): CiAccessAs {
     const imp = r.object(o.impersonate, "access_as.impersonate");
     const strings = (v: unknown, field: string): string[] => {
       if (v == null) return [];
-      if (!Array.isArray(v) || !v.every((x) => typeof x === "string")) throw r.fail(field, "expected strings");
+      if (!Array.isArray(v) || !v.every((x) => typeof x === "string"))
+        throw r.fail(field, "expected strings");
       return v;
     };
     const extra = imp.extra == null ? [] : imp.extra;
@@ -208,7 +209,10 @@ export function parseAuthorizeProxyUserResponse(body: unknown): ProxyUserAuthori
   const asUser = accessAs.user == null ? undefined : r.object(accessAs.user, "access_as.user");
   if (asUser === undefined && accessAs.agent == null) throw r.fail("access_as", "expected agent or user");
   return {
-    agent: { id: r.id(agent, "id"), configProjectId: r.id(r.object(agent.config_project, "agent.config_project"), "id") },
+    agent: {
+      id: r.id(agent, "id"),
+      configProjectId: r.id(r.object(agent.config_project, "agent.config_project"), "id"),
+    },
     user: { id: r.id(user, "id"), username: r.string(user, "username", "user.") },
     accessAs: asUser
       ? {

@@ -67,7 +67,10 @@ function ciJobAccess(
 ): ProxyAccess {
   const allowed = job.allowedAgents.find((a) => a.id === agentId);
   if (allowed === undefined) {
-    throw new ProxyAccessError(403, `the job's project may not use agent ${agentId} (GitLab's allowed_agents)`);
+    throw new ProxyAccessError(
+      403,
+      `the job's project may not use agent ${agentId} (GitLab's allowed_agents)`,
+    );
   }
   // Without kas's copy of the configuration, GitLab's copy of the matching entry stands.
   const accessAs: CiAccessAs = config

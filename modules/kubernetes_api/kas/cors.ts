@@ -17,7 +17,11 @@ export function corsHeaders(
 ): Record<string, string> | undefined {
   if (origin === undefined) return {};
   if (!policy?.allowedOrigins.includes(origin)) return undefined;
-  return { "access-control-allow-origin": origin, "access-control-allow-credentials": "true", vary: "Origin" };
+  return {
+    "access-control-allow-origin": origin,
+    "access-control-allow-credentials": "true",
+    vary: "Origin",
+  };
 }
 
 /** The answer to a preflight (OPTIONS with Origin), once the origin is allowed. */

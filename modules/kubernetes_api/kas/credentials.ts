@@ -97,7 +97,11 @@ export function cookieValue(header: string | undefined, name: string): string | 
   for (const pair of header.split(";")) {
     const eq = pair.indexOf("=");
     if (eq < 0) continue;
-    if (pair.slice(0, eq).trim() === name) return pair.slice(eq + 1).trim().replace(/^"(.*)"$/, "$1");
+    if (pair.slice(0, eq).trim() === name)
+      return pair
+        .slice(eq + 1)
+        .trim()
+        .replace(/^"(.*)"$/, "$1");
   }
   return undefined;
 }

@@ -56,8 +56,7 @@ export function userIdentity(auth: ProxyUserAuthorization, accessType: string): 
   if (user !== undefined) {
     for (const p of user.projects)
       for (const role of p.roles) groups.push(`gitlab:project_role:${p.id}:${role}`);
-    for (const g of user.groups)
-      for (const role of g.roles) groups.push(`gitlab:group_role:${g.id}:${role}`);
+    for (const g of user.groups) for (const role of g.roles) groups.push(`gitlab:group_role:${g.id}:${role}`);
   }
   return {
     username: `gitlab:user:${auth.user.username}`,

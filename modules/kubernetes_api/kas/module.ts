@@ -10,17 +10,24 @@ export interface KubernetesApiAccess extends Omit<ProxyAuthorizationOptions, "co
   cors?: CorsPolicy;
 }
 
-export function kubernetesApiModule(config: KubernetesApiConfig, access: KubernetesApiAccess): KasModuleFactory {
+export function kubernetesApiModule(
+  config: KubernetesApiConfig,
+  access: KubernetesApiAccess,
+): KasModuleFactory {
   // A front: it starts last and stops first (no new requests; those in flight get the grace period).
-  return listenerModule("kubernetes_api", Phase.front, "kubernetesApi", ({ log, requests, agentHttp, configurations }) =>
-    serveKubernetesProxy({
-      listen: config.listen,
-      urlPathPrefix: config.urlPathPrefix,
-      authorize: authorizeProxyRequest({ ...access, configurations }),
-      proxy: agentHttp,
-      metrics: requests,
-      ...(access.cors && { cors: access.cors }),
-      log,
-    }),
+  return listenerModule(
+    "kubernetes_api",
+    Phase.front,
+    "kubernetesApi",
+    ({ log, requests, agentHttp, configurations }) =>
+      serveKubernetesProxy({
+        listen: config.listen,
+        urlPathPrefix: config.urlPathPrefix,
+        authorize: authorizeProxyRequest({ ...access, configurations }),
+        proxy: agentHttp,
+        metrics: requests,
+        ...(access.cors && { cors: access.cors }),
+        log,
+      }),
   );
 }

@@ -150,7 +150,10 @@ function sendStatus(res: ServerResponse, f: ProxyFailure): void {
   sendBody(res, f.status, renderStatus(f), f.status === 401 ? UNAUTHORIZED_HEADERS : {});
 }
 
-const FOREIGN_ORIGIN = failure(403, "this origin may not call the Kubernetes API proxy (gitlab.external_url)");
+const FOREIGN_ORIGIN = failure(
+  403,
+  "this origin may not call the Kubernetes API proxy (gitlab.external_url)",
+);
 
 /** kas (not the cluster) refused the credentials. */
 const UNAUTHORIZED_HEADERS = { "www-authenticate": 'Bearer realm="kas"', "gitlab-unauthorized": "true" };
