@@ -217,7 +217,10 @@ export function createForwarder(upstream: Upstream, options: ForwarderOptions): 
  * node:http joins a repeated header into one value ("a, b"); the API server reads each
  * Impersonate-Group / Impersonate-Extra-* line as one value, so those stay repeated.
  */
-function withRepeated(headers: http.OutgoingHttpHeaders, req: http.IncomingMessage): http.OutgoingHttpHeaders {
+function withRepeated(
+  headers: http.OutgoingHttpHeaders,
+  req: http.IncomingMessage,
+): http.OutgoingHttpHeaders {
   for (const [name, values] of Object.entries(req.headersDistinct)) {
     if (name.startsWith("impersonate-") && values !== undefined && values.length > 1) headers[name] = values;
   }
