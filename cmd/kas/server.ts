@@ -8,6 +8,7 @@ import { agentConfigurationModule } from "../../modules/agent_configuration/kas/
 import { agentTrackerModule } from "../../modules/agent_tracker/kas/module.ts";
 import type { AgentTracker } from "../../modules/agent_tracker/kas/tracker.ts";
 import { gitopsModule } from "../../modules/gitops/kas/module.ts";
+import { kasDataDir } from "../../modules/kubernetes_api/kas/listener-tls.ts";
 import { kubernetesApiModule } from "../../modules/kubernetes_api/kas/module.ts";
 import { observabilityModule } from "../../modules/observability/module.ts";
 import type {
@@ -202,7 +203,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
           agentConfigurationModule(config.agent.configuration),
           gitopsModule(config.agent.gitops),
           serviceProxyModule(),
-          kubernetesApiModule(config.agent.kubernetesApi, proxyAccess),
+          kubernetesApiModule(config.agent.kubernetesApi, proxyAccess, kasDataDir(config.dataDir)),
           apiFrontModule(config, secrets, api),
         ];
         runner = new ModuleRunner(modules);

@@ -170,6 +170,9 @@ const kasSchema = z.object({
   api,
   privateApi,
   redis,
+  dataDir: fileSetting({
+    doc: "Where kas keeps what it makes itself (the Kubernetes API proxy's certificate). Default: $XDG_STATE_HOME/gitlab-kas, or ~/.local/state/gitlab-kas.",
+  }),
   shutdownGracePeriodMs: durationSetting({
     default: "30s",
     doc: "On SIGTERM: how long in-flight requests and tunnel streams get to finish before they are cut.",

@@ -49,7 +49,7 @@ describe("kas configuration", () => {
         infoCacheErrorTtlMs: 60_000,
         infoCacheMaxEntries: 10_000,
         kubernetesApi: {
-          listen: { address: { host: "0.0.0.0", port: 8154 } },
+          listen: { address: { host: "0.0.0.0", port: 8154 }, plaintext: false },
           urlPathPrefix: "/",
           allowedAgentCacheTtlMs: 60_000,
           allowedAgentCacheErrorTtlMs: 10_000,
