@@ -3,24 +3,17 @@
 // (`pat:<agent id>:<token>`, authorize_proxy_user) and a static dev token; the agent's ci_access /
 // user_access (its config.yaml, read by kas from a local git repository) decide, and the
 // Kubernetes test server records as whom each request came (the Impersonate-* headers agentk passed on).
-import { randomBytes } from "node:crypto";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { Agent, fetch as undiciFetch } from "undici";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { stringify } from "yaml";
-import { gitlabJwt, TOKEN } from "../../kas/support/fixtures.ts";
-import { type InProcessKas, startInProcessKas } from "../../kas/support/in-process.ts";
-import { type InProcessAgentk, startInProcessAgentk } from "../../support/agentk-in-process.ts";
-import { GitRepo } from "../../support/git-repo.ts";
-import { ALLOWED_AGENTS_PATH, GitLabApiServer } from "../../support/gitlab-api.ts";
+import { TOKEN } from "../../kas/support/fixtures.ts";
+import type { InProcessKas } from "../../kas/support/in-process.ts";
+import { ALLOWED_AGENTS_PATH, type GitLabApiServer } from "../../support/gitlab-api.ts";
 import type { UserInfo } from "../../support/kube/impersonation.ts";
 import { type Kubectl, kubectlFor } from "../../support/kube/kubectl.ts";
-import { type KubeApiServer, startKubeApiServer } from "../../support/kube-apiserver.ts";
+import type { KubeApiServer } from "../../support/kube-apiserver.ts";
+import { type KubeProxySetup, startKubeProxySetup } from "../../support/kube-proxy-setup.ts";
 import { writeKubeconfig } from "../../support/kubeconfig.ts";
 import { testPki } from "../../support/tls-certs.ts";
-import { until } from "../../support/until.ts";
 
 const GITLAB_URL = "https://gitlab.example.com";
 const CONFIG = {
@@ -45,11 +38,10 @@ const CONFIG = {
   user_access: { access_as: { user: {} }, projects: [{ id: "group/app" }] },
 };
 
+let setup: KubeProxySetup;
 let kube: KubeApiServer;
 let gitlab: GitLabApiServer;
 let kas: InProcessKas;
-let agent: InProcessAgentk;
-let dir: string;
 const kubectls: Kubectl[] = [];
 
 async function kubectlWith(token: string): Promise<Kubectl> {
@@ -89,49 +81,11 @@ async function whoami(k: Kubectl): Promise<UserInfo> {
 }
 
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), "kubectl-gitlab-"));
-  kube = await startKubeApiServer();
-  const secret = new Uint8Array(randomBytes(32));
-  gitlab = await GitLabApiServer.start({ secret });
-  const repo = await GitRepo.init();
-  await repo.commit({ ".gitlab/agents/prod/config.yaml": stringify(CONFIG) });
-  const tokensFile = join(dir, "tokens.yaml");
-  await writeFile(
-    tokensFile,
-    `${TOKEN}: {agentId: 42, projectId: 7, agentName: prod, repository: ${JSON.stringify(repo.path)}}\n`,
-  );
-  const secretFile = join(dir, "gitlab_secret");
-  await writeFile(secretFile, Buffer.from(secret).toString("base64"));
-  const pki = await testPki();
-  await writeFile(join(dir, "kas.crt"), pki.cert);
-  await writeFile(join(dir, "kas.key"), pki.key);
-  kas = await startInProcessKas((c) => {
-    c.agent.staticTokensFile = tokensFile;
-    c.gitlab.address = gitlab.url;
+  setup = await startKubeProxySetup(CONFIG, (c) => {
     c.gitlab.externalUrl = GITLAB_URL;
-    c.gitlab.authenticationSecretFile = secretFile;
     c.gitlab.retryDeadlineMs = 500;
-    c.agent.kubernetesApi.listen.certificateFile = join(dir, "kas.crt");
-    c.agent.kubernetesApi.listen.keyFile = join(dir, "kas.key");
   });
-  agent = await startInProcessAgentk({
-    kasUrl: kas.addresses.agent,
-    token: TOKEN,
-    kubernetes: await kube.writeKubeconfig(join(dir, "agentk-kubeconfig")),
-  });
-  await agent.agent.client.ready(5000);
-  // kas has read the agent's config.yaml (its ci_access and user_access) once GitLab's API shows it.
-  const jwt = await gitlabJwt(kas.apiSecret);
-  await until(
-    async () => {
-      const res = await fetch(`${kas.addresses.api}/api/v1/agents/42/configuration`, {
-        headers: { "gitlab-kas-api-request": jwt },
-      });
-      return res.ok && ((await res.json()) as { commit_id: string | null }).commit_id !== null;
-    },
-    10_000,
-    "kas to read agent 42's configuration",
-  );
+  ({ kube, gitlab, kas } = setup);
   gitlab.addProxyUser("pat-alice", {
     id: 11,
     username: "alice",
@@ -157,11 +111,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await Promise.all(kubectls.map((k) => k.close()));
-  await agent?.stop();
-  await kas?.close();
-  await gitlab?.close();
-  await kube?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
+  await setup?.close();
 });
 
 describe("CI jobs through kas (ci:<agent id>:<job token>)", () => {
