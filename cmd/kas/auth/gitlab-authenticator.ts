@@ -38,6 +38,27 @@ export interface GitLabAuthenticatorOptions {
   userAgent?: string;
 }
 
+/** The client settings of the `gitlab` section: GitLab's URL, CA, timeouts; the shared secret. */
+export function gitlabClientOptions(
+  gitlab: {
+    address: string;
+    caCertificateFile?: string | undefined;
+    requestTimeoutMs: number;
+    retryDeadlineMs: number;
+  },
+  secret: Uint8Array,
+  log?: AuthLog,
+): GitLabAuthenticatorOptions {
+  return {
+    gitlabUrl: gitlab.address,
+    secret,
+    ...(gitlab.caCertificateFile !== undefined && { caFile: gitlab.caCertificateFile }),
+    requestTimeoutMs: gitlab.requestTimeoutMs,
+    retryDeadlineMs: gitlab.retryDeadlineMs,
+    ...(log && { log }),
+  };
+}
+
 /** One request to GitLab's API (kas's JWT is added). */
 export interface GitLabCall {
   method: "GET" | "POST";

@@ -2,7 +2,7 @@ import { ProxyAccessError } from "../../../modules/kubernetes_api/kas/access.ts"
 import type { KubernetesApiAccess } from "../../../modules/kubernetes_api/kas/module.ts";
 import type { KasConfig, KasSecrets } from "../config/index.ts";
 import { AgentAuthError } from "./errors.ts";
-import { type AuthLog, GitLabInternalApi } from "./gitlab-authenticator.ts";
+import { type AuthLog, GitLabInternalApi, gitlabClientOptions } from "./gitlab-authenticator.ts";
 import { GitLabProxyAuthorization } from "./proxy-gitlab.ts";
 import { loadStaticTokens } from "./static-authenticator.ts";
 import type { AgentAuthenticator } from "./types.ts";
@@ -42,14 +42,13 @@ export async function kubernetesProxyAccess(
   if (config.gitlab.address !== undefined && secrets.gitlabAuthSecret !== undefined) {
     const { kubernetesApi } = config.agent;
     gitlab = new GitLabProxyAuthorization(
-      new GitLabInternalApi({
-        gitlabUrl: config.gitlab.address,
-        secret: secrets.gitlabAuthSecret,
-        ...(config.gitlab.caCertificateFile !== undefined && { caFile: config.gitlab.caCertificateFile }),
-        requestTimeoutMs: config.gitlab.requestTimeoutMs,
-        retryDeadlineMs: config.gitlab.retryDeadlineMs,
-        ...(log && { log }),
-      }),
+      new GitLabInternalApi(
+        gitlabClientOptions(
+          { ...config.gitlab, address: config.gitlab.address },
+          secrets.gitlabAuthSecret,
+          log,
+        ),
+      ),
       {
         ttlMs: kubernetesApi.allowedAgentCacheTtlMs,
         errorTtlMs: kubernetesApi.allowedAgentCacheErrorTtlMs,
