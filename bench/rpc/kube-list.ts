@@ -12,6 +12,9 @@ export interface KubeListRun {
   kas: number[];
   /** Calls to GitLab's allowed_agents / authorize_proxy_user during the run. */
   gitlabAuthCalls: number;
+  /** How long the run took, and kas's cache TTL for GitLab's answers: at most one call per TTL started. */
+  elapsedMs: number;
+  ttlMs: number;
 }
 
 const JOB_TOKEN = "bench-job-token";
@@ -65,8 +68,15 @@ export async function measureKubeList(o: {
     if (res.statusCode !== 200) throw new Error(`${p}: GET ${PATH} answered ${res.statusCode}: ${body}`);
     return performance.now() - t0;
   };
-  const out: KubeListRun = { direct: [], kas: [], gitlabAuthCalls: 0 };
+  const out: KubeListRun = {
+    direct: [],
+    kas: [],
+    gitlabAuthCalls: 0,
+    elapsedMs: 0,
+    ttlMs: kas.config.agent.kubernetesApi.allowedAgentCacheTtlMs,
+  };
   const callsBefore = gitlab.proxyAuthRequests;
+  const t0 = performance.now();
   try {
     // Cold: the job token unknown to kas, `burst` requests at once.
     await Promise.all(Array.from({ length: o.burst }, () => list("kas")));
@@ -79,6 +89,7 @@ export async function measureKubeList(o: {
       for (const p of order) for (let i = 0; i < o.requests; i++) out[p].push(await list(p));
     }
     out.gitlabAuthCalls = gitlab.proxyAuthRequests - callsBefore;
+    out.elapsedMs = performance.now() - t0;
   } finally {
     for (const { dispatcher } of Object.values(target)) await dispatcher.close();
     await setup.close();

@@ -168,7 +168,8 @@ const targets = {
   http_rps: percentile(rps.tunnel, 50) >= 0.6 * percentile(rps.direct, 50),
   grpc_unary_p50_us: percentile(grpcUs.tunnel, 50) <= 2 * percentile(grpcUs.direct, 50),
   kube_list_ms: percentile(kube.kas, 50) <= 2 * percentile(kube.direct, 50),
-  gitlab_auth_calls: kube.gitlabAuthCalls <= 1,
+  // One job token: one call per TTL period the run lasted, however many requests.
+  gitlab_auth_calls: kube.gitlabAuthCalls <= Math.ceil(kube.elapsedMs / kube.ttlMs),
 };
 
 if (args.json) {
@@ -196,11 +197,11 @@ if (args.json) {
         ),
         row("kube list pods p99 ms (kas: CI job token)", kubeP99, "-"),
         [
-          "GitLab authorization calls (whole kube run)",
+          `GitLab authorization calls (kube run ${round(kube.elapsedMs / 1000, 0)} s, TTL ${kube.ttlMs / 1000} s)`,
           "-",
           kube.gitlabAuthCalls,
           "-",
-          `<= 1 per token (${met(targets.gitlab_auth_calls)})`,
+          `<= 1 per TTL (${met(targets.gitlab_auth_calls)})`,
         ],
       ],
     ),
