@@ -33,6 +33,7 @@ import {
   showGitops,
   showObjects,
 } from "./demo-gitops.ts";
+import { kasKubeconfig, kubectlGetPods } from "./demo-kubectl.ts";
 
 const { values: args } = parseArgs({ options: { once: { type: "boolean", default: false } } });
 const root = new URL("..", import.meta.url).pathname;
@@ -85,6 +86,12 @@ if (!haveKube) {
     standIn = await startKubeApiServer();
     // agentk's own namespace, as in a cluster (its leader-election Lease lives there).
     standIn.store.create("namespaces", undefined, { metadata: { name: "gitlab-agent" } });
+    // agentk's pod, as `kubectl get pods -A` through kas shows it.
+    standIn.store.create("pods", "gitlab-agent", {
+      metadata: { name: "agentk-demo" },
+      spec: { containers: [{ name: "agentk", image: "agentk" }] },
+      status: { phase: "Running" },
+    });
     await standIn.writeKubeconfig(agentKubeconfig);
   } catch (err) {
     say("demo", `failed: cannot start the Kubernetes API test server: ${(err as Error).message}`);
@@ -244,6 +251,7 @@ const kasReady = await start(
     KAS_API_LISTEN_ADDRESS: "127.0.0.1:0",
     KAS_AGENT_KUBERNETES_API_LISTEN_ADDRESS: "127.0.0.1:0",
     KAS_OBSERVABILITY_LISTEN_ADDRESS: "127.0.0.1:0",
+    KAS_DATA_DIR: join(dir, "kas-data"),
   },
   "kas listening",
 ).catch(failed);
@@ -257,6 +265,15 @@ say(
   "kas",
   `agents connect to ${kas.agent}; GitLab's API at ${kas.api}; Kubernetes API proxy at ${kas.kubernetesApi}`,
 );
+
+// kubectl as a newcomer: kas made its proxy a certificate (TLS); `kas kubeconfig` prints a kubeconfig.
+const kasKubeconfigFile = join(dir, "kas-kubeconfig");
+const kasEnv = {
+  KAS_AGENT_STATIC_TOKENS_FILE: join(dir, "tokens.yaml"),
+  KAS_DATA_DIR: join(dir, "kas-data"),
+};
+await kasKubeconfig(root, kasEnv, kas.kubernetesApi, kasKubeconfigFile).catch(failed);
+say("kas", `kas kubeconfig --agent-id 1 > ${kasKubeconfigFile} (kas's CA, its URL, the dev token)`);
 
 const agentArgs = ["--kas-address", kas.agent, "--token-file", join(dir, "agent_token")];
 agentArgs.push("--service", `prometheus=${prometheusUrl}`, "--observability-listen-address", "127.0.0.1:0");
@@ -310,6 +327,8 @@ function counts(entry: LogEntry): string {
 
 async function round(): Promise<void> {
   await tunnelRound();
+  say("kubectl", `KUBECONFIG=${kasKubeconfigFile} kubectl get pods -A`);
+  for (const line of await kubectlGetPods(kasKubeconfigFile)) say("kubectl", line);
   await configurationRound();
   if (gitops) await gitopsRound();
 }

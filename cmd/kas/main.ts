@@ -4,12 +4,14 @@ import { realpathSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 import { installProcessErrorPolicy } from "../common/process-errors.ts";
 import { ConfigError, kasHelp, loadKasConfig, parseKasArgs, readKasSecrets } from "./config/index.ts";
+import { kubeconfigMain } from "./kubeconfig.ts";
 import { createLogger } from "./observability/index.ts";
 import { redisConnection } from "./routing/index.ts";
 import { createKasServer } from "./server.ts";
 
 /** Exit codes: 0 done, 1 failed while running, 2 bad usage or configuration. */
 export async function main(argv: readonly string[]): Promise<number> {
+  if (argv[0] === "kubeconfig") return kubeconfigMain(argv.slice(1));
   let configFile: string | undefined;
   try {
     const args = parseKasArgs(argv);

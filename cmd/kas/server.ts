@@ -8,6 +8,7 @@ import { agentConfigurationModule } from "../../modules/agent_configuration/kas/
 import { agentTrackerModule } from "../../modules/agent_tracker/kas/module.ts";
 import type { AgentTracker } from "../../modules/agent_tracker/kas/tracker.ts";
 import { gitopsModule } from "../../modules/gitops/kas/module.ts";
+import { kasDataDir } from "../../modules/kubernetes_api/kas/listener-tls.ts";
 import { kubernetesApiModule } from "../../modules/kubernetes_api/kas/module.ts";
 import { observabilityModule } from "../../modules/observability/module.ts";
 import type {
@@ -16,7 +17,7 @@ import type {
   KasModuleFactory,
   RepositoryReader,
 } from "../../modules/runtime/index.ts";
-import { ModuleRunner } from "../../modules/runtime/index.ts";
+import { AgentConfigurations, ModuleRunner } from "../../modules/runtime/index.ts";
 import { serviceProxyModule } from "../../modules/service_proxy/kas/module.ts";
 import { AgentHttpProxy } from "../common/http/index.ts";
 import { createAgentRpcServer } from "./agent-rpc.ts";
@@ -30,6 +31,7 @@ import {
   TokenRecheck,
 } from "./auth/index.ts";
 import { type ConfiguredProjectAccess, createProjectAccessFromConfig } from "./auth/project-access.ts";
+import type { ConfiguredProxyAccess } from "./auth/proxy-access.ts";
 import type { KasConfig, KasSecrets } from "./config/index.ts";
 import { agentListenerModule, agentRpcModule, apiFrontModule } from "./core-modules.ts";
 import { createKasMetrics, type KasMetrics, type Logger, ReadinessChecks } from "./observability/index.ts";
@@ -93,6 +95,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
 
   let authenticator: ConfiguredAuthenticator | undefined;
   let projects: ConfiguredProjectAccess | undefined;
+  let proxyAccess: ConfiguredProxyAccess | undefined;
   let tokenRecheck: TokenRecheck | undefined;
   let router: Router | undefined;
   let agentHttp: AgentHttpProxy | undefined;
@@ -126,6 +129,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
     tokenRecheck?.destroy();
     await authenticator?.close();
     await projects?.close();
+    await proxyAccess?.close();
   };
 
   return {
@@ -146,6 +150,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
       try {
         authenticator = await createAuthenticatorFromConfig(config, secrets, log);
         projects = createProjectAccessFromConfig(config, secrets, log);
+        proxyAccess = await kubernetesProxyAccess(config, secrets, log);
         if (authenticator.recheckIntervalMs !== undefined) {
           tokenRecheck = new TokenRecheck({
             authenticator,
@@ -213,7 +218,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
           agentConfigurationModule(config.agent.configuration),
           gitopsModule(config.agent.gitops),
           serviceProxyModule(),
-          kubernetesApiModule(config.agent.kubernetesApi, await kubernetesProxyAccess(config)),
+          kubernetesApiModule(config.agent.kubernetesApi, proxyAccess, kasDataDir(config.dataDir)),
           apiFrontModule(config, secrets, api, gitlabRpc || undefined),
         ];
         runner = new ModuleRunner(modules);
@@ -231,6 +236,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
           repositories,
           projects,
           broadcast: shared.broadcast,
+          configurations: new AgentConfigurations(),
           ...(shared.redis && { redis: shared.redis }),
         });
       } catch (err) {

@@ -6,6 +6,7 @@ export type {
   HttpServices,
   LeaderElection,
 } from "./agentk.ts";
+export { AgentConfigurations, type ConfigurationLookup } from "./configurations.ts";
 export { announceGitPush, onGitPush, type PushedProject, publishGitPush } from "./git-push.ts";
 export type {
   AgentIdentity,

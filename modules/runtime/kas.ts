@@ -11,6 +11,7 @@ import type { AgentHttpProxy } from "../../cmd/common/http/index.ts";
 import type { Logger, ReadinessChecks, RequestMetrics } from "../../cmd/common/observability/index.ts";
 import type { Router } from "../../lib/router/index.ts";
 import type { StreamDispatcher, TunnelSession } from "../../lib/tunnel/index.ts";
+import type { AgentConfigurations } from "./configurations.ts";
 import type { ModuleFactory } from "./module.ts";
 import type { RepositoryLocation, RepositoryReader } from "./repositories.ts";
 
@@ -189,6 +190,8 @@ export interface KasModuleDeps {
   /** Which projects an agent may read, and where they are. */
   projects: ProjectAccess;
   broadcast: Broadcast;
+  /** Each agent's configuration as kas read it (any replica's, through Redis when clustered). */
+  configurations: AgentConfigurations;
   /** Absent in single-replica mode. */
   redis?: KasRedis;
 }

@@ -3,6 +3,9 @@
 // an agent may read) with `Authorization: Bearer <agent token>` and kas's
 // HS256 JWT in `Gitlab-Kas-Api-Request` (iss gitlab-kas, aud gitlab), answered with GitLab's JSON
 // field names and GitLab's error bodies. The JWT is verified in full with jose, as Rails does.
+// For the Kubernetes API proxy: a CI job's GET /api/v4/job/allowed_agents (header `Job-Token`,
+// no kas JWT needed: it is GitLab's public API) and a user's
+// POST /api/v4/internal/kubernetes/authorize_proxy_user ({agent_id, access_type, access_key, csrf_token}).
 import { EventEmitter, once } from "node:events";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -47,11 +50,50 @@ export type Fault =
   /** Never answer (until the server closes). */
   | "hang";
 
+/** A CI job `allowed_agents` answers for, by its job token. */
+export interface TestJob {
+  jobId: number;
+  pipelineId: number;
+  project: { id: number; path: string; groups: number[] };
+  user: { id: number; username: string };
+  environment?: { slug: string; tier: string };
+  /** The agents GitLab lets the job use, with GitLab's copy of the matching ci_access entry. */
+  allowedAgents: { id: number; configProjectId: number; configuration?: Record<string, unknown> }[];
+}
+
+/** A user `authorize_proxy_user` answers for, by access key (a PAT or a session cookie). */
+export interface TestProxyUser {
+  id: number;
+  username: string;
+  accessType: "personal_access_token" | "session_cookie";
+  /** With session_cookie: the CSRF token of the session. */
+  csrfToken?: string;
+  /** agent id -> {config project, access_as GitLab answers}; other agents are 403. */
+  agents: Record<
+    number,
+    {
+      configProjectId: number;
+      accessAs:
+        | { agent: Record<string, never> }
+        | {
+            user: {
+              projects?: { id: number; roles: string[] }[];
+              groups?: { id: number; roles: string[] }[];
+            };
+          };
+    }
+  >;
+}
+
 export interface RecordedRequest {
   method: string;
   path: string;
   /** The bearer token presented, if any (tests assert on it; never log it in product code). */
   agentToken: string | undefined;
+  /** The `Job-Token` header, if any. */
+  jobToken?: string;
+  /** A JSON request body, if any. */
+  body?: unknown;
   /** Whether the Gitlab-Kas-Api-Request JWT verified; the reason otherwise. */
   jwt: { ok: true; claims: Record<string, unknown> } | { ok: false; reason: string };
   status: number;
@@ -59,12 +101,16 @@ export interface RecordedRequest {
 
 export const AGENT_INFO_PATH = "/api/v4/internal/kubernetes/agent_info";
 export const PROJECT_INFO_PATH = "/api/v4/internal/kubernetes/project_info";
+export const ALLOWED_AGENTS_PATH = "/api/v4/job/allowed_agents";
+export const AUTHORIZE_PROXY_USER_PATH = "/api/v4/internal/kubernetes/authorize_proxy_user";
 
 export class GitLabApiServer {
   readonly #server: Server;
   readonly #secret: Uint8Array;
   readonly #agents = new Map<string, TestAgent>();
   readonly #projects: TestProject[] = [];
+  readonly #jobs = new Map<string, TestJob>();
+  readonly #users = new Map<string, TestProxyUser>();
   readonly #refusals = new Map<string, 403 | 404>();
   readonly #faults: Fault[] = [];
   readonly #hanging = new Set<ServerResponse>();
@@ -104,6 +150,22 @@ export class GitLabApiServer {
     this.#projects.push(project);
   }
 
+  /** A CI job: `allowed_agents` with this `Job-Token` answers for it (others 401). */
+  addJob(jobToken: string, job: TestJob): void {
+    this.#jobs.set(jobToken, job);
+  }
+
+  /** A user: `authorize_proxy_user` with this access key answers for them (others 401). */
+  addProxyUser(accessKey: string, user: TestProxyUser): void {
+    this.#users.set(accessKey, user);
+  }
+
+  /** Requests to the Kubernetes API proxy's two endpoints (allowed_agents, authorize_proxy_user) so far. */
+  get proxyAuthRequests(): number {
+    return this.requests.filter((r) => r.path === ALLOWED_AGENTS_PATH || r.path === AUTHORIZE_PROXY_USER_PATH)
+      .length;
+  }
+
   /** project_info requests received so far. */
   get projectInfoRequests(): number {
     return this.requests.filter((r) => r.path === PROJECT_INFO_PATH).length;
@@ -122,6 +184,11 @@ export class GitLabApiServer {
   /** The next `faults.length` agent_info requests get these answers, in order. */
   failNext(...faults: Fault[]): void {
     this.#faults.push(...faults);
+  }
+
+  /** Forgets the faults not used yet. */
+  clearFaults(): void {
+    this.#faults.length = 0;
   }
 
   /** agent_info requests received so far. */
@@ -149,7 +216,15 @@ export class GitLabApiServer {
     const auth = req.headers.authorization;
     const agentToken = typeof auth === "string" ? /^Bearer (.+)$/i.exec(auth)?.[1] : undefined;
     const jwt = await this.#verifyJwt(req.headers["gitlab-kas-api-request"]);
-    const record: RecordedRequest = { method: req.method ?? "", path, agentToken, jwt, status: 0 };
+    const jobToken = req.headers["job-token"];
+    const record: RecordedRequest = {
+      method: req.method ?? "",
+      path,
+      agentToken,
+      ...(typeof jobToken === "string" && { jobToken }),
+      jwt,
+      status: 0,
+    };
     this.requests.push(record);
     this.#events.emit("request");
     const reply = (status: number, body: unknown, raw = false) => {
@@ -158,11 +233,20 @@ export class GitLabApiServer {
       res.writeHead(status, { "content-type": "application/json" }).end(text);
     };
 
-    if (path !== AGENT_INFO_PATH && path !== PROJECT_INFO_PATH)
-      return reply(404, { message: "404 Not Found" });
-    if (req.method !== "GET") return reply(405, { message: "405 Method Not Allowed" });
-    // Rails checks kas's JWT before anything else.
-    if (!jwt.ok) return reply(401, { message: "KAS JWT authentication invalid" });
+    const known = [AGENT_INFO_PATH, PROJECT_INFO_PATH, ALLOWED_AGENTS_PATH, AUTHORIZE_PROXY_USER_PATH];
+    if (!known.includes(path)) return reply(404, { message: "404 Not Found" });
+    const method = path === AUTHORIZE_PROXY_USER_PATH ? "POST" : "GET";
+    if (req.method !== method) return reply(405, { message: "405 Method Not Allowed" });
+    // Rails checks kas's JWT before anything else on its internal API (allowed_agents is public).
+    if (!jwt.ok && path !== ALLOWED_AGENTS_PATH)
+      return reply(401, { message: "KAS JWT authentication invalid" });
+    if (path === AUTHORIZE_PROXY_USER_PATH) {
+      try {
+        record.body = JSON.parse(await readBody(req));
+      } catch {
+        return reply(400, { error: "body is not JSON" });
+      }
+    }
     const fault = this.#faults.shift();
     if (fault === "hang") {
       this.#hanging.add(res);
@@ -175,6 +259,12 @@ export class GitLabApiServer {
         fault.body ?? { message: `${fault.status} fault` },
         typeof fault.body === "string",
       );
+    if (path === ALLOWED_AGENTS_PATH) {
+      const job = typeof jobToken === "string" ? this.#jobs.get(jobToken) : undefined;
+      if (job === undefined) return reply(401, { message: "401 Unauthorized" });
+      return reply(200, allowedAgentsBody(job));
+    }
+    if (path === AUTHORIZE_PROXY_USER_PATH) return reply(...this.#authorizeProxyUser(record.body));
     const agent = agentToken === undefined ? undefined : this.#agents.get(agentToken);
     if (agent === undefined) return reply(401, { message: "401 Unauthorized" });
     const refusal = this.#refusals.get(agentToken!);
@@ -192,6 +282,35 @@ export class GitLabApiServer {
     const body = agentInfoBody(agent);
     if (fault === "wrong-shape") delete (body as Partial<typeof body>).agent_id;
     return reply(200, body);
+  }
+
+  /** Grape's validation, then the user's session or token, then their access to the agent. */
+  #authorizeProxyUser(body: unknown): [number, unknown] {
+    const b = (body ?? {}) as Record<string, unknown>;
+    const types = ["session_cookie", "personal_access_token"];
+    if (
+      typeof b.agent_id !== "number" ||
+      typeof b.access_key !== "string" ||
+      !types.includes(String(b.access_type))
+    )
+      return [400, { error: "agent_id, access_type, access_key are missing or invalid" }];
+    if (b.access_type === "session_cookie" && (typeof b.csrf_token !== "string" || b.csrf_token === ""))
+      return [400, { error: "csrf_token is missing" }];
+    const user = this.#users.get(b.access_key);
+    if (user === undefined || user.accessType !== b.access_type)
+      return [401, { message: "401 Unauthorized" }];
+    if (user.accessType === "session_cookie" && user.csrfToken !== b.csrf_token)
+      return [401, { message: "401 Unauthorized" }];
+    const agent = user.agents[b.agent_id];
+    if (agent === undefined) return [403, { message: "403 Forbidden" }];
+    return [
+      200,
+      {
+        agent: { id: b.agent_id, config_project: { id: agent.configProjectId } },
+        user: { id: user.id, username: user.username },
+        access_as: agent.accessAs,
+      },
+    ];
   }
 
   async #verifyJwt(header: string | string[] | undefined): Promise<RecordedRequest["jwt"]> {
@@ -231,6 +350,37 @@ export function agentInfoBody(agent: TestAgent) {
     },
     default_branch: agent.defaultBranch ?? "main",
   };
+}
+
+/** The allowed_agents body as GitLab's Rails API renders it (Entities::Clusters::AgentAuthorization, ...). */
+export function allowedAgentsBody(job: TestJob) {
+  return {
+    allowed_agents: job.allowedAgents.map((a) => ({
+      id: a.id,
+      config_project: { id: a.configProjectId },
+      configuration: a.configuration ?? {},
+    })),
+    job: { id: job.jobId },
+    pipeline: { id: job.pipelineId },
+    project: {
+      id: job.project.id,
+      path_with_namespace: job.project.path,
+      groups: job.project.groups.map((id) => ({ id })),
+    },
+    user: { id: job.user.id, username: job.user.username },
+    ...(job.environment && { environment: job.environment }),
+  };
+}
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > 1 << 16) throw new Error("body too large");
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString("utf8");
 }
 
 /** The project_info body as GitLab's Rails API renders it. */

@@ -3,10 +3,13 @@ import { once } from "node:events";
 
 export type MainProcess = ChildProcess & { out: () => string; err: () => string };
 
-/** Runs a daemon's main.ts as its own process (only PATH inherited), collecting what it prints. */
+/**
+ * Runs a daemon's main.ts as its own process (only PATH inherited; kas's proxy on plain HTTP unless
+ * `env` says otherwise, so no certificate is made under the home directory), collecting what it prints.
+ */
 export function runMain(main: string, args: string[], env: NodeJS.ProcessEnv = {}): MainProcess {
   const child = spawn(process.execPath, ["--import", "tsx", main, ...args], {
-    env: { PATH: process.env.PATH, ...env },
+    env: { PATH: process.env.PATH, KAS_AGENT_KUBERNETES_API_LISTEN_PLAINTEXT: "true", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";

@@ -18,8 +18,8 @@ export interface ForwardOptions {
   path: string;
   /** Request headers (lowercase) not to pass on, beyond the hop-by-hop ones. */
   drop?: ReadonlySet<string>;
-  /** Headers to add (after dropping). */
-  add?: Readonly<Record<string, string>>;
+  /** Headers to add (after dropping); a list is sent as repeated headers. */
+  add?: Readonly<Record<string, string | readonly string[]>>;
 }
 
 export interface AgentHttpProxyOptions {
@@ -155,7 +155,8 @@ export class AgentHttpProxy {
       const name = req.rawHeaders[i]!;
       if (!drop.has(name.toLowerCase())) lines.push(`${name}: ${req.rawHeaders[i + 1]}`);
     }
-    for (const [name, value] of Object.entries(o.add ?? {})) lines.push(`${name}: ${value}`);
+    for (const [name, values] of Object.entries(o.add ?? {}))
+      for (const value of typeof values === "string" ? [values] : values) lines.push(`${name}: ${value}`);
     stream.write(`${lines.join("\r\n")}\r\n\r\n`);
     if (head.length > 0) stream.write(head);
     await splice(socket, stream);
@@ -229,7 +230,8 @@ function outgoingHeaders(req: IncomingMessage, o: ForwardOptions): string[] {
     if (!isEndToEnd(name, tokens) || o.drop?.has(name.toLowerCase())) continue;
     out.push(name, req.rawHeaders[i + 1]!);
   }
-  for (const [name, value] of Object.entries(o.add ?? {})) out.push(name, value);
+  for (const [name, values] of Object.entries(o.add ?? {}))
+    for (const value of typeof values === "string" ? [values] : values) out.push(name, value);
   return out;
 }
 

@@ -60,7 +60,7 @@ export function createForwarder(upstream: Upstream, options: ForwarderOptions): 
     options.log?.warn({ err, upstream: upstream.url.origin, method: req.method }, msg);
 
   async function outgoing(req: http.IncomingMessage, upgrade: boolean): Promise<http.RequestOptions> {
-    const { agent, headers } = await upstream.prepare(endToEnd(req.headers));
+    const { agent, headers } = await upstream.prepare(withRepeated(endToEnd(req.headers), req));
     headers.host = upstream.url.host;
     if (upgrade) {
       headers.connection = "Upgrade";
@@ -211,6 +211,20 @@ export function createForwarder(upstream: Upstream, options: ForwarderOptions): 
       );
     },
   };
+}
+
+/**
+ * node:http joins a repeated header into one value ("a, b"); the API server reads each
+ * Impersonate-Group / Impersonate-Extra-* line as one value, so those stay repeated.
+ */
+function withRepeated(
+  headers: http.OutgoingHttpHeaders,
+  req: http.IncomingMessage,
+): http.OutgoingHttpHeaders {
+  for (const [name, values] of Object.entries(req.headersDistinct)) {
+    if (name.startsWith("impersonate-") && values !== undefined && values.length > 1) headers[name] = values;
+  }
+  return headers;
 }
 
 /** `headers` without the hop-by-hop ones (and those named by Connection). */

@@ -1,7 +1,7 @@
 import type { KasConfig, KasSecrets } from "../config/index.ts";
 import { CachedAuthenticator } from "./cached-authenticator.ts";
 import { AgentAuthError } from "./errors.ts";
-import { type AuthLog, GitLabAuthenticator } from "./gitlab-authenticator.ts";
+import { type AuthLog, GitLabAuthenticator, gitlabClientOptions } from "./gitlab-authenticator.ts";
 import { loadStaticTokens } from "./static-authenticator.ts";
 import type { AgentAuthenticator, AgentInfo, AuthenticateOptions } from "./types.ts";
 
@@ -31,14 +31,13 @@ export async function createAuthenticatorFromConfig(
   if (config.gitlab.address !== undefined) {
     if (secrets.gitlabAuthSecret === undefined)
       throw new Error("gitlab.authentication_secret_file was not read");
-    gitlab = new GitLabAuthenticator({
-      gitlabUrl: config.gitlab.address,
-      secret: secrets.gitlabAuthSecret,
-      ...(config.gitlab.caCertificateFile !== undefined && { caFile: config.gitlab.caCertificateFile }),
-      requestTimeoutMs: config.gitlab.requestTimeoutMs,
-      retryDeadlineMs: config.gitlab.retryDeadlineMs,
-      ...(log && { log }),
-    });
+    gitlab = new GitLabAuthenticator(
+      gitlabClientOptions(
+        { ...config.gitlab, address: config.gitlab.address },
+        secrets.gitlabAuthSecret,
+        log,
+      ),
+    );
     chain.push(
       new CachedAuthenticator(gitlab, {
         ttlMs: config.agent.infoCacheTtlMs,

@@ -38,6 +38,39 @@ export interface GitLabAuthenticatorOptions {
   userAgent?: string;
 }
 
+/** The client settings of the `gitlab` section: GitLab's URL, CA, timeouts; the shared secret. */
+export function gitlabClientOptions(
+  gitlab: {
+    address: string;
+    caCertificateFile?: string | undefined;
+    requestTimeoutMs: number;
+    retryDeadlineMs: number;
+  },
+  secret: Uint8Array,
+  log?: AuthLog,
+): GitLabAuthenticatorOptions {
+  return {
+    gitlabUrl: gitlab.address,
+    secret,
+    ...(gitlab.caCertificateFile !== undefined && { caFile: gitlab.caCertificateFile }),
+    requestTimeoutMs: gitlab.requestTimeoutMs,
+    retryDeadlineMs: gitlab.retryDeadlineMs,
+    ...(log && { log }),
+  };
+}
+
+/** One request to GitLab's API (kas's JWT is added). */
+export interface GitLabCall {
+  method: "GET" | "POST";
+  /** From GitLab's root, e.g. "/api/v4/job/allowed_agents". */
+  path: string;
+  query?: Record<string, string>;
+  /** Credentials of whom kas asks about (lowercase names). */
+  headers: Record<string, string>;
+  /** A body, sent as JSON. */
+  json?: unknown;
+}
+
 /** How one internal API endpoint's refusals read (401 is also how GitLab refuses kas's own JWT). */
 export interface InternalApiRefusals {
   /** The endpoint, for logs: "agent_info", "project_info". */
@@ -102,7 +135,7 @@ export class GitLabInternalApi {
    * `GET <gitlab><path>?<query>` with the agent's token; a 200's JSON body goes to `parse` (which
    * throws an `unavailable` AgentAuthError for a body of the wrong shape).
    */
-  async get<T>(
+  get<T>(
     path: string,
     query: Record<string, string>,
     token: string,
@@ -110,9 +143,27 @@ export class GitLabInternalApi {
     parse: (json: unknown) => T,
     signal?: AbortSignal,
   ): Promise<T> {
+    return this.call(
+      { method: "GET", path, query, headers: { authorization: `Bearer ${token}` } },
+      refusals,
+      parse,
+      signal,
+    );
+  }
+
+  /**
+   * One request to GitLab with kas's JWT (and `call.headers`, e.g. a job's `Job-Token`; a `json`
+   * body is sent as JSON), retried as {@link get}.
+   */
+  async call<T>(
+    call: GitLabCall,
+    refusals: InternalApiRefusals,
+    parse: (json: unknown) => T,
+    signal?: AbortSignal,
+  ): Promise<T> {
     const url = new URL(this.#base.href);
-    url.pathname = `${this.#basePath}${path}`;
-    for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
+    url.pathname = `${this.#basePath}${call.path}`;
+    for (const [k, v] of Object.entries(call.query ?? {})) url.searchParams.set(k, v);
     const deadline = Date.now() + this.#retryDeadlineMs;
     const backoff = new Backoff(this.#backoff);
     for (let attempt = 1; ; attempt++) {
@@ -121,7 +172,7 @@ export class GitLabInternalApi {
       try {
         const { status, body } = await this.#attempt(
           url.href,
-          token,
+          call,
           Math.min(this.#requestTimeoutMs, remaining),
           signal,
         );
@@ -144,7 +195,7 @@ export class GitLabInternalApi {
 
   async #attempt(
     url: string,
-    token: string,
+    call: GitLabCall,
     timeoutMs: number,
     signal: AbortSignal | undefined,
   ): Promise<{ status: number; body: string }> {
@@ -152,15 +203,17 @@ export class GitLabInternalApi {
     let response: Dispatcher.ResponseData;
     try {
       response = await request(url, {
-        method: "GET",
+        method: call.method,
         dispatcher: this.#dispatcher,
         signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
         headers: {
-          authorization: `Bearer ${token}`,
+          ...call.headers,
           [KAS_API_REQUEST_HEADER.toLowerCase()]: await signKasApiJwt(this.#secret),
           accept: "application/json",
           "user-agent": this.#userAgent,
+          ...(call.json !== undefined && { "content-type": "application/json" }),
         },
+        ...(call.json !== undefined && { body: JSON.stringify(call.json) }),
       });
     } catch (err) {
       if (signal?.aborted) throw signal.reason;

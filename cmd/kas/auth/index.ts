@@ -22,7 +22,8 @@ export {
   type KasJwtOptions,
   signKasApiJwt,
 } from "./kas-jwt.ts";
-export { agentTokenAccess, kubernetesProxyAccess } from "./proxy-access.ts";
+export { agentTokenAccess, type ConfiguredProxyAccess, kubernetesProxyAccess } from "./proxy-access.ts";
+export { GitLabProxyAuthorization } from "./proxy-gitlab.ts";
 export {
   loadStaticTokens,
   parseStaticTokens,

@@ -15,7 +15,12 @@ import type { KasConfig, KasSecrets } from "../config/index.ts";
 import { parseGitalyInfo, parseGitalyRepository, Reader } from "./agent-info.ts";
 import { AnswerCache, type AnswerCacheOptions } from "./answer-cache.ts";
 import { AgentAuthError } from "./errors.ts";
-import { type AuthLog, GitLabInternalApi, type InternalApiRefusals } from "./gitlab-authenticator.ts";
+import {
+  type AuthLog,
+  GitLabInternalApi,
+  gitlabClientOptions,
+  type InternalApiRefusals,
+} from "./gitlab-authenticator.ts";
 
 export const PROJECT_INFO_PATH = "/api/v4/internal/kubernetes/project_info";
 
@@ -155,14 +160,13 @@ export function createProjectAccessFromConfig(
   let gitlab: GitLabProjectAccess | undefined;
   if (config.gitlab.address !== undefined && secrets.gitlabAuthSecret !== undefined) {
     gitlab = new GitLabProjectAccess(
-      new GitLabInternalApi({
-        gitlabUrl: config.gitlab.address,
-        secret: secrets.gitlabAuthSecret,
-        ...(config.gitlab.caCertificateFile !== undefined && { caFile: config.gitlab.caCertificateFile }),
-        requestTimeoutMs: config.gitlab.requestTimeoutMs,
-        retryDeadlineMs: config.gitlab.retryDeadlineMs,
-        ...(log && { log }),
-      }),
+      new GitLabInternalApi(
+        gitlabClientOptions(
+          { ...config.gitlab, address: config.gitlab.address },
+          secrets.gitlabAuthSecret,
+          log,
+        ),
+      ),
       {
         ttlMs: config.agent.gitops.projectInfoCacheTtlMs,
         errorTtlMs: config.agent.infoCacheErrorTtlMs,

@@ -1,23 +1,22 @@
-import type { AuthorizeProxyRequest } from "../../../modules/kubernetes_api/kas/access.ts";
 import { ProxyAccessError } from "../../../modules/kubernetes_api/kas/access.ts";
-import type { KasConfig } from "../config/index.ts";
+import type { KubernetesApiAccess } from "../../../modules/kubernetes_api/kas/module.ts";
+import type { KasConfig, KasSecrets } from "../config/index.ts";
 import { AgentAuthError } from "./errors.ts";
-import { bearerToken } from "./handshake.ts";
+import { type AuthLog, GitLabInternalApi, gitlabClientOptions } from "./gitlab-authenticator.ts";
+import { GitLabProxyAuthorization } from "./proxy-gitlab.ts";
 import { loadStaticTokens } from "./static-authenticator.ts";
 import type { AgentAuthenticator } from "./types.ts";
 
 /**
- * `Authorization: Bearer <token>` where the token is an agent token known to `authenticator`
- * (the static tokens file): the request goes to that agent's cluster, with the agent's own
- * credentials. For development and the demo only.
+ * A static dev token (`Authorization: Bearer <token>`) known to `authenticator`: the request goes
+ * to that agent's cluster with the agent's own credentials. For development and the demo only.
  */
-export function agentTokenAccess(authenticator: AgentAuthenticator): AuthorizeProxyRequest {
-  return async (req, signal) => {
-    const token = bearerToken(req.headers.authorization);
-    if (token === undefined) throw new ProxyAccessError(401, 'expected "Authorization: Bearer <token>"');
+export function agentTokenAccess(
+  authenticator: AgentAuthenticator,
+): NonNullable<KubernetesApiAccess["agentToken"]> {
+  return async (token, signal) => {
     try {
-      const agent = await authenticator.authenticateAgent(token, { signal });
-      return { agentId: agent.agentId };
+      return await authenticator.authenticateAgent(token, { signal });
     } catch (err) {
       if (err instanceof AgentAuthError) throw new ProxyAccessError(err.httpStatus, err.message);
       throw new ProxyAccessError(503, "cannot authenticate the request now");
@@ -25,15 +24,45 @@ export function agentTokenAccess(authenticator: AgentAuthenticator): AuthorizePr
   };
 }
 
-/** Who may use the Kubernetes API proxy: for now, holders of the static dev tokens. */
-export async function kubernetesProxyAccess(config: KasConfig): Promise<AuthorizeProxyRequest> {
-  if (config.agent.staticTokensFile === undefined) {
-    return async () => {
-      throw new ProxyAccessError(
-        401,
-        "the Kubernetes API proxy accepts static dev tokens only, and none are configured",
-      );
-    };
+export interface ConfiguredProxyAccess extends KubernetesApiAccess {
+  close(): Promise<void>;
+}
+
+/**
+ * Who may use the Kubernetes API proxy: CI jobs and users through GitLab (gitlab.address), holders
+ * of the static dev tokens (agent.static_tokens_file); browsers from gitlab.external_url only.
+ */
+export async function kubernetesProxyAccess(
+  config: KasConfig,
+  secrets: KasSecrets,
+  log?: AuthLog,
+): Promise<ConfiguredProxyAccess> {
+  const { staticTokensFile } = config.agent;
+  let gitlab: GitLabProxyAuthorization | undefined;
+  if (config.gitlab.address !== undefined && secrets.gitlabAuthSecret !== undefined) {
+    const { kubernetesApi } = config.agent;
+    gitlab = new GitLabProxyAuthorization(
+      new GitLabInternalApi(
+        gitlabClientOptions(
+          { ...config.gitlab, address: config.gitlab.address },
+          secrets.gitlabAuthSecret,
+          log,
+        ),
+      ),
+      {
+        ttlMs: kubernetesApi.allowedAgentCacheTtlMs,
+        errorTtlMs: kubernetesApi.allowedAgentCacheErrorTtlMs,
+        maxEntries: config.agent.infoCacheMaxEntries,
+      },
+    );
   }
-  return agentTokenAccess(await loadStaticTokens(config.agent.staticTokensFile));
+  const external = config.gitlab.externalUrl;
+  return {
+    ...(staticTokensFile !== undefined && {
+      agentToken: agentTokenAccess(await loadStaticTokens(staticTokensFile)),
+    }),
+    ...(gitlab && { gitlab }),
+    ...(external !== undefined && { cors: { allowedOrigins: [new URL(external).origin] } }),
+    close: async () => gitlab?.close(),
+  };
 }

@@ -32,6 +32,7 @@ export function kasHelp(): string {
     return `  ${path}  <${meta.kind}>${def}\n      ${meta.doc}\n      env: ${env}`;
   });
   return `Usage: kas [--config kas.yaml]
+       kas kubeconfig --agent-id <id> [--server <url>] [--token <token>]  (see kas kubeconfig --help)
 
 kas, the agent server: agentk connects to it over one WebSocket; GitLab and users reach
 the clusters through it.

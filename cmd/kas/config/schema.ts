@@ -36,6 +36,10 @@ const gitlab = z.object({
   authenticationSecretFile: fileSetting({
     doc: "Secret shared with GitLab (32 bytes, base64) that signs the Gitlab-Kas-Api-Request JWT. Required with gitlab.address.",
   }),
+  externalUrl: setting((v) => parseUrl(v, ["http", "https"]), {
+    kind: "URL",
+    doc: "GitLab's URL as browsers see it: the one origin whose pages may call the Kubernetes API proxy (CORS, with the session cookie).",
+  }),
   caCertificateFile: fileSetting({ doc: "Extra CA certificate(s), PEM, to trust for gitlab.address." }),
   requestTimeoutMs: durationSetting({ default: "5s", doc: "Timeout of one request to GitLab." }),
   retryDeadlineMs: durationSetting({
@@ -166,6 +170,9 @@ const kasSchema = z.object({
   api,
   privateApi,
   redis,
+  dataDir: fileSetting({
+    doc: "Where kas keeps what it makes itself (the Kubernetes API proxy's certificate). Default: $XDG_STATE_HOME/gitlab-kas, or ~/.local/state/gitlab-kas.",
+  }),
   shutdownGracePeriodMs: durationSetting({
     default: "30s",
     doc: "On SIGTERM: how long in-flight requests and tunnel streams get to finish before they are cut.",

@@ -15,7 +15,18 @@ export function agentConfigurationModule(config: AgentConfigurationKasConfig): K
   return {
     name: "agent_configuration",
     phase: Phase.capability,
-    create({ log, registry, readiness, repositories, broadcast, redis, agentRpc, api, gitlabRpc }) {
+    create({
+      log,
+      registry,
+      readiness,
+      repositories,
+      broadcast,
+      redis,
+      agentRpc,
+      api,
+      gitlabRpc,
+      configurations,
+    }) {
       const metrics = createConfigurationMetrics(registry);
       let store: StatusStore | undefined;
       const watches = new ConfigurationWatches({
@@ -29,6 +40,12 @@ export function agentConfigurationModule(config: AgentConfigurationKasConfig): K
       const local = new LocalStatusStore((agentId) => watches.stateOf(agentId));
       // Outlives a few polls, so a replica that stops polling for an agent is soon forgotten.
       store = redis ? new RedisStatusStore(redis, 3 * config.pollPeriodMs + 60_000, local, log) : local;
+      const known = store;
+      // Nothing read yet (commitId undefined) is not "no configuration": say unknown.
+      configurations.provide(async (agentId) => {
+        const state = await known.get(agentId);
+        return state?.commitId === undefined ? undefined : state.configuration;
+      });
       addAgentConfigurationService(agentRpc, watches, metrics);
       api.add(configurationRoute(store));
       api.add(gitPushRoute(broadcast, log));

@@ -3,8 +3,11 @@ import type { IncomingMessage } from "node:http";
 /** Whose cluster a proxied request goes to, and as whom. */
 export interface ProxyAccess {
   agentId: string;
-  /** `Impersonate-*` headers kas sets for the agent to pass on (user / CI-job access, later). */
-  impersonate?: Readonly<Record<string, string>>;
+  /**
+   * `Impersonate-*` headers kas sets for the agent to pass on (lowercase names; a list is sent as
+   * repeated headers). Absent: the agent's own identity.
+   */
+  impersonate?: Readonly<Record<string, string | readonly string[]>>;
 }
 
 /** Refusal of a proxied request: 401, 403, 404 or 503, with a message safe to return. */
@@ -19,7 +22,7 @@ export class ProxyAccessError extends Error {
 }
 
 /**
- * Decides who may reach which cluster through the proxy. kas gives one (static dev tokens:
- * `agentTokenAccess` in cmd/kas/auth); GitLab CI-job and user authentication join later.
+ * Decides who may reach which cluster through the proxy, and as whom (`authorizeProxyRequest`:
+ * CI jobs and users through GitLab, static dev tokens).
  */
 export type AuthorizeProxyRequest = (req: IncomingMessage, signal: AbortSignal) => Promise<ProxyAccess>;

@@ -18,6 +18,8 @@ import { kubeStatus } from "../../../cmd/common/kubernetes-status.ts";
 import type { RequestMetrics } from "../../../cmd/common/observability/index.ts";
 import { KUBERNETES_SERVICE } from "../service.ts";
 import { type AuthorizeProxyRequest, type ProxyAccess, ProxyAccessError } from "./access.ts";
+import { type CorsPolicy, corsHeaders, preflightHeaders } from "./cors.ts";
+import { CREDENTIAL_HEADERS } from "./credentials.ts";
 
 export interface KubernetesProxyOptions {
   listen: ListenConfig;
@@ -26,6 +28,8 @@ export interface KubernetesProxyOptions {
   authorize: AuthorizeProxyRequest;
   proxy: AgentHttpProxy;
   metrics?: RequestMetrics;
+  /** Which browser origins may call (GitLab's external URL); none without it. */
+  cors?: CorsPolicy;
   log?: GuardLog & { warn(obj: object, msg: string): void };
 }
 
@@ -36,8 +40,10 @@ const UPGRADE_ROUTE = "kubernetes_api_upgrade";
  * The Kubernetes API proxy (8154): an authorized request goes, over the agent's tunnel, to
  * agentk's `kubernetes` service, which sends it to the API server with its own credentials.
  * Both bodies stream (watch, `logs -f`); Upgrade requests (exec, attach, port-forward) are
- * spliced. The caller's `Authorization` and any `Impersonate-*` it sent never reach the agent;
- * kas sets impersonation itself. Failures are Kubernetes `Status` objects: 401 / 403 / 404 from
+ * spliced. The caller's credentials (`Authorization`, cookies, `Gitlab-Agent-Id`, `X-Csrf-Token`)
+ * never reach the agent. When kas impersonates, a request with its own `Impersonate-*` headers is
+ * refused (403); otherwise they are dropped. Refusals of credentials (401) carry
+ * `Gitlab-Unauthorized: true`, telling them apart from the cluster's own 401. Failures are Kubernetes `Status` objects: 401 / 403 / 404 from
  * authorization or the agent's refusal, 503 agent not connected (within `agent.dial_timeout`),
  * 504 no answer in time, 502 otherwise.
  */
@@ -51,8 +57,14 @@ export async function serveKubernetesProxy(options: KubernetesProxyOptions): Pro
       return failure(404, `the Kubernetes API is served under ${prefix}/`);
     }
     const rest = raw.slice(prefix.length);
-    const drop = new Set(["authorization", "cookie"]);
-    for (const name of Object.keys(req.headers)) if (name.startsWith("impersonate-")) drop.add(name);
+    const drop = new Set(CREDENTIAL_HEADERS);
+    for (const name of Object.keys(req.headers)) {
+      if (!name.startsWith("impersonate-")) continue;
+      if (access.impersonate !== undefined) {
+        return failure(403, `kas impersonates on this agent's behalf: the request may not set ${name}`);
+      }
+      drop.add(name);
+    }
     return { path: rest.startsWith("/") ? rest : `/${rest}`, drop, add: { ...access.impersonate } };
   };
 
@@ -69,6 +81,13 @@ export async function serveKubernetesProxy(options: KubernetesProxyOptions): Pro
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const cors = corsHeaders(options.cors, req.headers.origin);
+    if (cors === undefined) return sendStatus(res, FOREIGN_ORIGIN);
+    for (const [name, value] of Object.entries(cors)) res.setHeader(name, value);
+    if (req.method === "OPTIONS" && req.headers.origin !== undefined) {
+      res.writeHead(200, preflightHeaders(req.headers)).end();
+      return;
+    }
     const gone = new AbortController();
     const onClose = () => gone.abort();
     res.once("close", onClose);
@@ -92,9 +111,10 @@ export async function serveKubernetesProxy(options: KubernetesProxyOptions): Pro
     const gone = new AbortController();
     socket.once("close", () => gone.abort());
     const refuse = (f: ProxyFailure) => {
-      rawAnswer(socket, f.status, renderStatus(f));
+      rawAnswer(socket, f.status, renderStatus(f), f.status === 401 ? UNAUTHORIZED_HEADERS : {});
       return f.status;
     };
+    if (corsHeaders(options.cors, req.headers.origin) === undefined) return refuse(FOREIGN_ORIGIN);
     const access = await authorizeOrFail(req, gone.signal);
     if ("status" in access) return refuse(access);
     const o = forwardOptions(req, access);
@@ -127,10 +147,13 @@ const renderStatus: ErrorRenderer = (f) => ({
 });
 
 function sendStatus(res: ServerResponse, f: ProxyFailure): void {
-  sendBody(
-    res,
-    f.status,
-    renderStatus(f),
-    f.status === 401 ? { "www-authenticate": 'Bearer realm="kas"' } : {},
-  );
+  sendBody(res, f.status, renderStatus(f), f.status === 401 ? UNAUTHORIZED_HEADERS : {});
 }
+
+const FOREIGN_ORIGIN = failure(
+  403,
+  "this origin may not call the Kubernetes API proxy (gitlab.external_url)",
+);
+
+/** kas (not the cluster) refused the credentials. */
+const UNAUTHORIZED_HEADERS = { "www-authenticate": 'Bearer realm="kas"', "gitlab-unauthorized": "true" };

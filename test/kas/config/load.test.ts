@@ -48,7 +48,12 @@ describe("kas configuration", () => {
         infoCacheTtlMs: 300_000,
         infoCacheErrorTtlMs: 60_000,
         infoCacheMaxEntries: 10_000,
-        kubernetesApi: { listen: { address: { host: "0.0.0.0", port: 8154 } }, urlPathPrefix: "/" },
+        kubernetesApi: {
+          listen: { address: { host: "0.0.0.0", port: 8154 }, plaintext: false },
+          urlPathPrefix: "/",
+          allowedAgentCacheTtlMs: 60_000,
+          allowedAgentCacheErrorTtlMs: 10_000,
+        },
         configuration: { pollPeriodMs: 300_000, maxConfigurationFileSize: 131_072 },
         gitops: {
           pollPeriodMs: 20_000,

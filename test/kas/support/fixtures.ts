@@ -44,6 +44,8 @@ export function inProcessConfig(document: Record<string, unknown>): KasConfig {
   config.observability.listen.address = any;
   config.api.listen.address = any;
   config.agent.kubernetesApi.listen.address = any;
+  // Plain HTTP unless a test gives a certificate (none is made under the home directory).
+  config.agent.kubernetesApi.listen.plaintext = true;
   config.privateApi.listen.address = any;
   // In-process tests stop kas themselves, with no load balancer to wait for.
   config.shutdownDrainDelayMs = 0;

@@ -50,7 +50,8 @@ export async function spawnKas(
 ): Promise<KasProcess> {
   const args = entry.endsWith(".ts") ? ["--import", "tsx", entry] : [entry];
   const child = spawn(process.execPath, args, {
-    env: { PATH: process.env.PATH, ...env },
+    // The proxy serves plain HTTP unless a test asks for TLS (no certificate made under the home directory).
+    env: { PATH: process.env.PATH, KAS_AGENT_KUBERNETES_API_LISTEN_PLAINTEXT: "true", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";

@@ -288,7 +288,7 @@ describe("kubectl through kas's Kubernetes API proxy (TLS, agent token) and agen
     expect(r.stderr).toContain("error: You must be logged in to the server");
     expect(r.stderr).toMatch(/Response Status: 401 Unauthorized/);
     expect(r.stderr).toMatch(/"kind":"Status".*"reason":"Unauthorized".*"code":401/);
-    expect(r.stderr).toContain('"message":"expected \\"Authorization: Bearer <token>\\""');
+    expect(r.stderr).toContain('"message":"expected \\"Authorization: Bearer ci:<agent id>:');
     expect(fromKubectl(), r.stderr).toBe(seen);
   });
 });

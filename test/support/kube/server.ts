@@ -17,6 +17,7 @@ import {
   wantsAggregated,
 } from "./discovery.ts";
 import { ExecServer } from "./exec.ts";
+import { impersonationOf, selfSubjectReview, TOKEN_USER, type UserInfo } from "./impersonation.ts";
 import { openApiV2Protobuf, openApiV3GroupVersion, openApiV3Root } from "./openapi.ts";
 import { jsonPatch, mergePatch, PATCH_TYPES, patchTypeOf } from "./patch.ts";
 import { decodeKubernetesProtobuf } from "./protobuf.ts";
@@ -32,6 +33,8 @@ export interface RecordedRequest {
   /** Path and query, as sent. */
   path: string;
   headers: IncomingHttpHeaders;
+  /** The identity its Impersonate-* headers asked for (each header line one value), if any. */
+  impersonation?: UserInfo;
 }
 
 export interface KubeApiServer {
@@ -94,8 +97,15 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
   const logEvents = new EventEmitter<{ line: [string, string] }>();
   logEvents.setMaxListeners(0);
   const authorized = (req: IncomingMessage) => req.headers.authorization === `Bearer ${token}`;
-  const record = (req: IncomingMessage) =>
-    requests.push({ method: req.method ?? "", path: req.url ?? "", headers: { ...req.headers } });
+  const record = (req: IncomingMessage) => {
+    const impersonation = impersonationOf(req);
+    requests.push({
+      method: req.method ?? "",
+      path: req.url ?? "",
+      headers: { ...req.headers },
+      ...(impersonation && { impersonation }),
+    });
+  };
 
   const server: Server = createServer({ cert: pki.cert, key: pki.key }, (req, res) => {
     record(req);
@@ -152,6 +162,9 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
     if (path === "/openapi/v2") {
       res.writeHead(200, { "content-type": "application/com.github.proto-openapi.spec.v2.v1.0+protobuf" });
       return void res.end(openApiV2Protobuf());
+    }
+    if (path === "/apis/authentication.k8s.io/v1/selfsubjectreviews" && method === "POST") {
+      return sendJson(res, 201, selfSubjectReview(impersonationOf(req) ?? TOKEN_USER));
     }
     if (path === "/openapi/v3") return sendJson(res, 200, openApiV3Root(store.registry));
     if (path.startsWith("/openapi/v3/")) {

@@ -68,10 +68,13 @@ describe("Kubernetes API proxy (kas and agentk in-process)", () => {
       apiVersion: "v1",
       metadata: {},
       status: "Failure",
-      message: 'expected "Authorization: Bearer <token>"',
+      message:
+        'expected "Authorization: Bearer ci:<agent id>:<job token>", "Bearer pat:<agent id>:<token>" or the _gitlab_kas session cookie',
       reason: "Unauthorized",
       code: 401,
     });
+    // kas refused, not the cluster.
+    expect(missing.headers.get("gitlab-unauthorized")).toBe("true");
     const wrong = await proxy("/k8s-proxy/api/v1/namespaces", bearer("nope"));
     expect(wrong.status).toBe(401);
     expect(await status(wrong)).toMatchObject({ reason: "Unauthorized", code: 401 });

@@ -1,0 +1,126 @@
+// `kas kubeconfig --agent-id N`: a kubeconfig for the agent's cluster through this kas's Kubernetes
+// API proxy, ready for kubectl: the proxy's URL, the CA kas made for it (data_dir), and a token
+// (the agent's static dev token, or the one given: ci:N:<job token>, pat:N:<personal access token>).
+import { readFile } from "node:fs/promises";
+import { parseArgs } from "node:util";
+import { stringify } from "yaml";
+import { kasDataDir, proxyTls } from "../../modules/kubernetes_api/kas/listener-tls.ts";
+import { parseStaticTokens } from "./auth/static-authenticator.ts";
+import { ConfigError, type KasConfig, loadKasConfig } from "./config/index.ts";
+
+export const KUBECONFIG_HELP = `Usage: kas kubeconfig --agent-id <id> [--server <url>] [--token <token>] [--config kas.yaml]
+
+Prints a kubeconfig for agent <id>'s cluster through this kas's Kubernetes API proxy
+(agent.kubernetes_api): KUBECONFIG=<file> kubectl get pods.
+
+Options:
+  --agent-id <id>   the agent (required)
+  --server <url>    the proxy's URL as kubectl reaches it (default: from agent.kubernetes_api.listen.address)
+  --token <token>   default: the agent's token in agent.static_tokens_file; with GitLab,
+                    ci:<id>:<CI job token> or pat:<id>:<personal access token>
+  -c, --config      kas's configuration file (the environment applies as for kas itself)
+`;
+
+export interface KubeconfigArgs {
+  agentId: string;
+  server?: string;
+  token?: string;
+  configFile?: string;
+}
+
+function usage(message: string): ConfigError {
+  return new ConfigError([{ field: "kas kubeconfig", message: `${message}; see kas kubeconfig --help` }]);
+}
+
+/** undefined for --help. */
+export function parseKubeconfigArgs(argv: readonly string[]): KubeconfigArgs | undefined {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: [...argv],
+      options: {
+        "agent-id": { type: "string" },
+        server: { type: "string" },
+        token: { type: "string" },
+        config: { type: "string", short: "c" },
+        help: { type: "boolean", short: "h" },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (err) {
+    throw usage((err as Error).message);
+  }
+  if (values.help) return undefined;
+  const agentId = values["agent-id"];
+  if (typeof agentId !== "string" || !/^[1-9]\d{0,18}$/.test(agentId))
+    throw usage("--agent-id: expected a positive integer");
+  return {
+    agentId,
+    ...(typeof values.server === "string" && { server: values.server }),
+    ...(typeof values.token === "string" && { token: values.token }),
+    ...(typeof values.config === "string" && { configFile: values.config }),
+  };
+}
+
+/** The kubeconfig's YAML. */
+export async function kubeconfigFor(args: KubeconfigArgs, config: KasConfig): Promise<string> {
+  const section = config.agent.kubernetesApi;
+  const tls = await proxyTls(section, kasDataDir(config.dataDir));
+  const scheme = section.listen.plaintext && tls.certificateFile === undefined ? "http" : "https";
+  const server = args.server ?? defaultServer(scheme, section.listen.address, section.urlPathPrefix);
+  const token = args.token ?? (await staticToken(config, args.agentId));
+  const name = `kas-agent-${args.agentId}`;
+  const cluster: Record<string, string> = { server };
+  if (tls.caFile)
+    cluster["certificate-authority-data"] = Buffer.from(await readFile(tls.caFile)).toString("base64");
+  return stringify({
+    apiVersion: "v1",
+    kind: "Config",
+    clusters: [{ name, cluster }],
+    users: [{ name, user: { token } }],
+    contexts: [{ name, context: { cluster: name, user: name } }],
+    "current-context": name,
+  });
+}
+
+function defaultServer(
+  scheme: string,
+  address: { host: string | undefined; port: number },
+  prefix: string,
+): string {
+  if (address.port === 0) throw usage("agent.kubernetes_api.listen.address has port 0: give --server");
+  const host =
+    address.host === undefined || ["", "0.0.0.0", "::"].includes(address.host) ? "127.0.0.1" : address.host;
+  const path = prefix.replace(/\/+$/, "");
+  return `${scheme}://${host.includes(":") ? `[${host}]` : host}:${address.port}${path}`;
+}
+
+async function staticToken(config: KasConfig, agentId: string): Promise<string> {
+  const file = config.agent.staticTokensFile;
+  if (file !== undefined) {
+    const tokens = parseStaticTokens(await readFile(file, "utf8"), file);
+    for (const [token, agent] of tokens) if (agent.agentId === agentId) return token;
+  }
+  throw usage(
+    `agent ${agentId} has no token in agent.static_tokens_file: give --token (ci:${agentId}:<CI job token> or pat:${agentId}:<personal access token>)`,
+  );
+}
+
+/** The subcommand: 0 printed, 2 bad usage or configuration. */
+export async function kubeconfigMain(argv: readonly string[]): Promise<number> {
+  try {
+    const args = parseKubeconfigArgs(argv);
+    if (args === undefined) {
+      process.stdout.write(KUBECONFIG_HELP);
+      return 0;
+    }
+    const config = await loadKasConfig(args.configFile === undefined ? {} : { configFile: args.configFile });
+    process.stdout.write(await kubeconfigFor(args, config));
+    return 0;
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`kas kubeconfig:\n${err.message.replace(/^/gm, "  ")}\n`);
+    return 2;
+  }
+}

@@ -1,0 +1,143 @@
+// kas's calls to GitLab for the Kubernetes API proxy against the GitLab API test server: the wire
+// (Job-Token, kas's JWT, the JSON body), GitLab's answers read, and the cache (one request per
+// token however many callers at once; refusals for the error TTL; "GitLab down" never cached).
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { GitLabInternalApi } from "../../../../cmd/kas/auth/gitlab-authenticator.ts";
+import { GitLabProxyAuthorization } from "../../../../cmd/kas/auth/proxy-gitlab.ts";
+import { ProxyAccessError } from "../../../../modules/kubernetes_api/kas/access.ts";
+import {
+  ALLOWED_AGENTS_PATH,
+  AUTHORIZE_PROXY_USER_PATH,
+  GitLabApiServer,
+} from "../../../support/gitlab-api.ts";
+
+let gitlab: GitLabApiServer;
+let gl: GitLabProxyAuthorization;
+let now = 0;
+const calls = (path: string) => gitlab.requests.filter((r) => r.path === path).length;
+
+beforeAll(async () => {
+  const secret = new Uint8Array(randomBytes(32));
+  gitlab = await GitLabApiServer.start({ secret });
+  gitlab.addJob("job-a", {
+    jobId: 9,
+    pipelineId: 8,
+    project: { id: 100, path: "group/app", groups: [55, 56] },
+    user: { id: 5, username: "runner" },
+    environment: { slug: "prod", tier: "production" },
+    allowedAgents: [
+      { id: 42, configProjectId: 7, configuration: { default_namespace: "apps", access_as: { ci_job: {} } } },
+    ],
+  });
+  gitlab.addProxyUser("pat-a", {
+    id: 11,
+    username: "alice",
+    accessType: "personal_access_token",
+    agents: { 42: { configProjectId: 7, accessAs: { agent: {} } } },
+  });
+  gl = new GitLabProxyAuthorization(
+    new GitLabInternalApi({ gitlabUrl: gitlab.url, secret, maxAttempts: 1 }),
+    {
+      ttlMs: 1000,
+      errorTtlMs: 500,
+      now: () => now,
+    },
+  );
+});
+afterAll(async () => {
+  await gl?.close();
+  await gitlab?.close();
+});
+
+async function refusal(p: Promise<unknown>): Promise<ProxyAccessError> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(ProxyAccessError);
+  return err as ProxyAccessError;
+}
+
+describe("allowed_agents", () => {
+  test("GitLab's answer, read with its wire names; 20 callers at once share one request; cached until the TTL", async () => {
+    const before = calls(ALLOWED_AGENTS_PATH);
+    const answers = await Promise.all(Array.from({ length: 20 }, () => gl.allowedAgentsForJob("job-a")));
+    expect(calls(ALLOWED_AGENTS_PATH) - before).toBe(1);
+    expect(answers[0]).toEqual({
+      allowedAgents: [
+        {
+          id: "42",
+          configProjectId: "7",
+          configuration: { defaultNamespace: "apps", accessAs: { ci_job: {} } },
+        },
+      ],
+      job: { id: "9" },
+      pipeline: { id: "8" },
+      project: { id: "100", path: "group/app", groups: [{ id: "55" }, { id: "56" }] },
+      user: { id: "5", username: "runner" },
+      environment: { slug: "prod", tier: "production" },
+    });
+    expect(gitlab.requests.at(-1)?.jobToken).toBe("job-a");
+    await gl.allowedAgentsForJob("job-a");
+    expect(calls(ALLOWED_AGENTS_PATH) - before).toBe(1);
+    now += 1001;
+    await gl.allowedAgentsForJob("job-a");
+    expect(calls(ALLOWED_AGENTS_PATH) - before).toBe(2);
+  });
+
+  test("an unknown token: 401, cached for the error TTL; GitLab failing: 503, never cached; a body of the wrong shape: 503", async () => {
+    const before = calls(ALLOWED_AGENTS_PATH);
+    expect((await refusal(gl.allowedAgentsForJob("nope"))).status).toBe(401);
+    expect((await refusal(gl.allowedAgentsForJob("nope"))).status).toBe(401);
+    expect(calls(ALLOWED_AGENTS_PATH) - before).toBe(1);
+    now += 501;
+    await refusal(gl.allowedAgentsForJob("nope"));
+    expect(calls(ALLOWED_AGENTS_PATH) - before).toBe(2);
+
+    gitlab.failNext({ status: 500 });
+    expect((await refusal(gl.allowedAgentsForJob("job-b"))).status).toBe(503);
+    gitlab.addJob("job-b", {
+      jobId: 1,
+      pipelineId: 1,
+      project: { id: 1, path: "a/b", groups: [] },
+      user: { id: 1, username: "u" },
+      allowedAgents: [],
+    });
+    expect((await gl.allowedAgentsForJob("job-b")).allowedAgents).toEqual([]);
+
+    gitlab.failNext({ status: 200, body: JSON.stringify({ allowed_agents: [], job: { id: 1 } }) });
+    const shape = await refusal(gl.allowedAgentsForJob("job-c"));
+    expect(shape.status).toBe(503);
+    expect(shape.message).toContain("unexpected allowed_agents response: project: expected an object");
+  });
+});
+
+describe("authorize_proxy_user", () => {
+  test("POST with kas's JWT and GitLab's body; a refused user is 401 (cached), GitLab failing 503", async () => {
+    const auth = await gl.authorizeProxyUser({
+      agentId: "42",
+      accessType: "personal_access_token",
+      accessKey: "pat-a",
+    });
+    expect(auth).toEqual({
+      agent: { id: "42", configProjectId: "7" },
+      user: { id: "11", username: "alice" },
+      accessAs: { agent: {} },
+    });
+    const sent = gitlab.requests.findLast((r) => r.path === AUTHORIZE_PROXY_USER_PATH)!;
+    expect(sent.method).toBe("POST");
+    expect(sent.jwt.ok).toBe(true);
+    expect(sent.body).toEqual({ agent_id: 42, access_type: "personal_access_token", access_key: "pat-a" });
+
+    const forbidden = await refusal(
+      gl.authorizeProxyUser({ agentId: "43", accessType: "personal_access_token", accessKey: "pat-a" }),
+    );
+    expect(forbidden.status).toBe(401); // GitLab's 403 for a user: 401, as in GitLab's kas
+    gitlab.failNext({ status: 503 });
+    const down = await refusal(
+      gl.authorizeProxyUser({ agentId: "42", accessType: "session_cookie", accessKey: "s", csrfToken: "c" }),
+    );
+    expect(down.status).toBe(503);
+  });
+});
