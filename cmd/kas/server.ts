@@ -7,6 +7,8 @@ import { StreamDispatcher, type TunnelOptions } from "../../lib/tunnel/index.ts"
 import { agentConfigurationModule } from "../../modules/agent_configuration/kas/module.ts";
 import { agentTrackerModule } from "../../modules/agent_tracker/kas/module.ts";
 import type { AgentTracker } from "../../modules/agent_tracker/kas/tracker.ts";
+import { type ClusterViewsKasOptions, clusterViewsModule } from "../../modules/cluster_views/kas/module.ts";
+import type { ViewsHub } from "../../modules/cluster_views/views.ts";
 import { gitopsModule } from "../../modules/gitops/kas/module.ts";
 import { kubernetesApiModule } from "../../modules/kubernetes_api/kas/module.ts";
 import { observabilityModule } from "../../modules/observability/module.ts";
@@ -44,7 +46,11 @@ export interface KasServerOptions {
   /** Default: a fresh registry with kas's metrics. */
   metrics?: KasMetrics;
   /** For tests: faster Redis timings, yamux settings. */
-  tuning?: { redis?: Partial<NonNullable<RouterOptions["redis"]>>; tunnel?: TunnelOptions };
+  tuning?: {
+    redis?: Partial<NonNullable<RouterOptions["redis"]>>;
+    tunnel?: TunnelOptions;
+    clusterViews?: Omit<ClusterViewsKasOptions, "onHub">;
+  };
 }
 
 /** Where each listener ended up (ports may be ephemeral in tests). */
@@ -67,6 +73,8 @@ export interface KasServer {
   readonly router: Router | undefined;
   readonly agents: AgentListener | undefined;
   readonly tracker: AgentTracker | undefined;
+  /** The agents' cluster views (once started). */
+  readonly views: ViewsHub | undefined;
   /** Builds and starts every module; on failure, whatever started is stopped again. */
   start(): Promise<KasAddresses>;
   /**
@@ -101,6 +109,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
   let runner: ModuleRunner<KasModuleDeps> | undefined;
   let agents: AgentListener | undefined;
   let tracker: AgentTracker | undefined;
+  let views: ViewsHub | undefined;
   let stopping: Promise<void> | undefined;
 
   const stop = async (graceMs = config.shutdownGracePeriodMs): Promise<void> => {
@@ -131,6 +140,9 @@ export function createKasServer(options: KasServerOptions): KasServer {
     },
     get tracker() {
       return tracker;
+    },
+    get views() {
+      return views;
     },
 
     async start() {
@@ -197,6 +209,12 @@ export function createKasServer(options: KasServerOptions): KasServer {
           }),
           agentConfigurationModule(config.agent.configuration),
           gitopsModule(config.agent.gitops),
+          clusterViewsModule({
+            ...options.tuning?.clusterViews,
+            onHub: (hub) => {
+              views = hub;
+            },
+          }),
           serviceProxyModule(),
           kubernetesApiModule(config.agent.kubernetesApi, await kubernetesProxyAccess(config)),
           apiFrontModule(config, secrets, api),
