@@ -107,7 +107,9 @@ const viewsAt = async (kas: KasProcess): Promise<AgentViews | undefined> => {
   const res = await fetch(`${api(kas)}/api/v1/agents/${AGENT}/views`, {
     headers: { "gitlab-kas-api-request": await gitlabJwt(apiSecret) },
   });
-  return res.status === 200 ? ((await res.json()) as AgentViews) : (await res.arrayBuffer(), undefined);
+  if (res.status === 200) return (await res.json()) as AgentViews;
+  await res.arrayBuffer();
+  return undefined;
 };
 await until("the views at B", async () => (await viewsAt(kasB))?.views.nodes?.total === 2);
 log(`setup: kas A (pid ${kasA.child.pid}) and B (pid ${kasB.child.pid}) on Redis ${redis.port}; agentk on A`);
