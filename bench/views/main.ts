@@ -309,22 +309,33 @@ try {
   const rss0 = rssKiB(pid) / 1024;
   const cpu0 = await cpuWhileChanging();
   log(`(3) ${subscribers} SSE subscribers at kas B`);
-  const jwt = await gitlabJwt(apiSecret);
   const url = new URL(api(kasB));
-  const clients: { socket: Socket; text: string }[] = [];
-  for (let i = 0; i < subscribers; i++) {
-    const socket = connect(Number(url.port), url.hostname);
-    const c = { socket, text: "" };
-    socket.on("data", (d: Buffer) => {
-      // Only the tail matters (the newest event): bounded.
-      c.text = (c.text + d.toString()).slice(-4096);
+  const clients: { socket: Socket; text: string; error?: string }[] = [];
+  // In batches of 100, each batch's snapshots in before the next: the listener's backlog is not a subject here.
+  while (clients.length < subscribers) {
+    const batch: typeof clients = [];
+    const jwt = await gitlabJwt(apiSecret);
+    for (let i = clients.length; i < Math.min(subscribers, clients.length + 100); i++) {
+      const socket = connect(Number(url.port), url.hostname);
+      const c: (typeof clients)[number] = { socket, text: "" };
+      socket.on("data", (d: Buffer) => {
+        // Only the tail matters (the newest event): bounded.
+        c.text = (c.text + d.toString()).slice(-4096);
+      });
+      socket.on("error", (err) => {
+        c.error = err.message;
+      });
+      const path = i % 2 ? "/api/v1/events" : `/api/v1/agents/${AGENT}/events`;
+      socket.write(`GET ${path} HTTP/1.1\r\nhost: kas\r\ngitlab-kas-api-request: ${jwt}\r\n\r\n`);
+      batch.push(c);
+    }
+    clients.push(...batch);
+    await until(`subscribers' snapshots (${clients.length} of ${subscribers})`, () => {
+      const failed = batch.find((c) => c.error !== undefined);
+      if (failed) throw new Error(`a subscriber failed: ${failed.error}`);
+      return batch.every((c) => c.text.includes("event: snapshot"));
     });
-    socket.on("error", () => {});
-    const path = i % 2 ? "/api/v1/events" : `/api/v1/agents/${AGENT}/events`;
-    socket.write(`GET ${path} HTTP/1.1\r\nhost: kas\r\ngitlab-kas-api-request: ${jwt}\r\n\r\n`);
-    clients.push(c);
   }
-  await until("every subscriber's snapshot", () => clients.every((c) => c.text.includes("event: snapshot")));
   await sleep(1000);
   const rss1 = rssKiB(pid) / 1024;
   const cpu1 = await cpuWhileChanging();
