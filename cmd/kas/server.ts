@@ -7,6 +7,8 @@ import { StreamDispatcher, type TunnelOptions } from "../../lib/tunnel/index.ts"
 import { agentConfigurationModule } from "../../modules/agent_configuration/kas/module.ts";
 import { agentTrackerModule } from "../../modules/agent_tracker/kas/module.ts";
 import type { AgentTracker } from "../../modules/agent_tracker/kas/tracker.ts";
+import { type ClusterViewsKasOptions, clusterViewsModule } from "../../modules/cluster_views/kas/module.ts";
+import type { ViewsHub } from "../../modules/cluster_views/views.ts";
 import { gitopsModule } from "../../modules/gitops/kas/module.ts";
 import { kasDataDir } from "../../modules/kubernetes_api/kas/listener-tls.ts";
 import { kubernetesApiModule } from "../../modules/kubernetes_api/kas/module.ts";
@@ -46,7 +48,11 @@ export interface KasServerOptions {
   /** Default: a fresh registry with kas's metrics. */
   metrics?: KasMetrics;
   /** For tests: faster Redis timings, yamux settings. */
-  tuning?: { redis?: Partial<NonNullable<RouterOptions["redis"]>>; tunnel?: TunnelOptions };
+  tuning?: {
+    redis?: Partial<NonNullable<RouterOptions["redis"]>>;
+    tunnel?: TunnelOptions;
+    clusterViews?: Omit<ClusterViewsKasOptions, "onHub">;
+  };
 }
 
 /** Where each listener ended up (ports may be ephemeral in tests). */
@@ -69,6 +75,8 @@ export interface KasServer {
   readonly router: Router | undefined;
   readonly agents: AgentListener | undefined;
   readonly tracker: AgentTracker | undefined;
+  /** The agents' cluster views (once started). */
+  readonly views: ViewsHub | undefined;
   /** Builds and starts every module; on failure, whatever started is stopped again. */
   start(): Promise<KasAddresses>;
   /**
@@ -104,6 +112,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
   let runner: ModuleRunner<KasModuleDeps> | undefined;
   let agents: AgentListener | undefined;
   let tracker: AgentTracker | undefined;
+  let views: ViewsHub | undefined;
   let stopping: Promise<void> | undefined;
 
   const stop = async (graceMs = config.shutdownGracePeriodMs): Promise<void> => {
@@ -144,6 +153,9 @@ export function createKasServer(options: KasServerOptions): KasServer {
     },
     get tracker() {
       return tracker;
+    },
+    get views() {
+      return views;
     },
 
     async start() {
@@ -217,6 +229,12 @@ export function createKasServer(options: KasServerOptions): KasServer {
           }),
           agentConfigurationModule(config.agent.configuration),
           gitopsModule(config.agent.gitops),
+          clusterViewsModule({
+            ...options.tuning?.clusterViews,
+            onHub: (hub) => {
+              views = hub;
+            },
+          }),
           serviceProxyModule(),
           kubernetesApiModule(config.agent.kubernetesApi, proxyAccess, kasDataDir(config.dataDir)),
           apiFrontModule(config, secrets, api, gitlabRpc || undefined),
