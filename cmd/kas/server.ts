@@ -7,6 +7,8 @@ import { StreamDispatcher, type TunnelOptions } from "../../lib/tunnel/index.ts"
 import { agentConfigurationModule } from "../../modules/agent_configuration/kas/module.ts";
 import { agentTrackerModule } from "../../modules/agent_tracker/kas/module.ts";
 import type { AgentTracker } from "../../modules/agent_tracker/kas/tracker.ts";
+import { actionCableModule } from "../../modules/cluster_views/kas/actioncable-module.ts";
+import type { ViewsHub } from "../../modules/cluster_views/views.ts";
 import { gitopsModule } from "../../modules/gitops/kas/module.ts";
 import { kubernetesApiModule } from "../../modules/kubernetes_api/kas/module.ts";
 import { observabilityModule } from "../../modules/observability/module.ts";
@@ -32,6 +34,7 @@ import {
 import { type ConfiguredProjectAccess, createProjectAccessFromConfig } from "./auth/project-access.ts";
 import type { KasConfig, KasSecrets } from "./config/index.ts";
 import { agentListenerModule, agentRpcModule, apiFrontModule } from "./core-modules.ts";
+import { dashboardModule } from "./dashboard/module.ts";
 import { createKasMetrics, type KasMetrics, type Logger, ReadinessChecks } from "./observability/index.ts";
 import { createRepositories } from "./repositories/index.ts";
 import { createKasRouter } from "./routing/index.ts";
@@ -44,7 +47,11 @@ export interface KasServerOptions {
   /** Default: a fresh registry with kas's metrics. */
   metrics?: KasMetrics;
   /** For tests: faster Redis timings, yamux settings. */
-  tuning?: { redis?: Partial<NonNullable<RouterOptions["redis"]>>; tunnel?: TunnelOptions };
+  tuning?: {
+    redis?: Partial<NonNullable<RouterOptions["redis"]>>;
+    tunnel?: TunnelOptions;
+    dashboard?: { heartbeatMs?: number };
+  };
 }
 
 /** Where each listener ended up (ports may be ephemeral in tests). */
@@ -56,6 +63,8 @@ export interface KasAddresses {
   api?: string;
   /** Absent in single-replica mode (no Redis). */
   privateApi?: string;
+  /** Absent without dashboard.listen.address. */
+  dashboard?: string;
 }
 
 export interface KasServer {
@@ -101,6 +110,8 @@ export function createKasServer(options: KasServerOptions): KasServer {
   let runner: ModuleRunner<KasModuleDeps> | undefined;
   let agents: AgentListener | undefined;
   let tracker: AgentTracker | undefined;
+  /** The cluster views module's hub, once built (ActionCable and the dashboard follow it). */
+  let viewsHub: ViewsHub | undefined;
   let stopping: Promise<void> | undefined;
 
   const stop = async (graceMs = config.shutdownGracePeriodMs): Promise<void> => {
@@ -200,6 +211,8 @@ export function createKasServer(options: KasServerOptions): KasServer {
           serviceProxyModule(),
           kubernetesApiModule(config.agent.kubernetesApi, await kubernetesProxyAccess(config)),
           apiFrontModule(config, secrets, api),
+          actionCableModule(config.actionCable, () => viewsHub),
+          dashboardModule(config.dashboard, () => viewsHub, options.tuning?.dashboard),
         ];
         runner = new ModuleRunner(modules);
         await runner.start({
@@ -227,6 +240,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
         observability: urls.observability!,
         kubernetesApi: urls.kubernetesApi!,
         ...(urls.api && { api: urls.api }),
+        ...(urls.dashboard && { dashboard: urls.dashboard }),
         ...(router.clustered && { privateApi: router.privateUrl }),
       };
     },
