@@ -155,13 +155,7 @@ async function login(
   if (type !== "application/x-www-form-urlencoded") throw new HttpError(415, "expected a login form");
   const token = new URLSearchParams(await readBody(req, MAX_LOGIN_BODY)).get("token") ?? "";
   if (!sessions.tokenMatches(token)) {
-    return send(
-      res,
-      401,
-      "text/html; charset=utf-8",
-      loginPage("That token is not the dashboard's."),
-      "no-store",
-    );
+    return send(res, 401, "text/html; charset=utf-8", loginPage("Wrong token: try again."), "no-store");
   }
   res.setHeader("set-cookie", await sessions.issue());
   return redirect(res, "/");
