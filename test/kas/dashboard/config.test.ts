@@ -56,7 +56,7 @@ describe("dashboard", () => {
     expect(isLoopback({ host: "[::1]", port: 1 })).toBe(true);
     expect(isLoopback({ host: "::", port: 1 })).toBe(false);
     expect(isLoopback({ host: "127.example.com", port: 1 })).toBe(false);
-    expect(isLoopback({ port: 1 })).toBe(false);
+    expect(isLoopback({ host: undefined, port: 1 })).toBe(false);
   });
 });
 
