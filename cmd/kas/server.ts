@@ -8,6 +8,7 @@ import { agentConfigurationModule } from "../../modules/agent_configuration/kas/
 import { agentTrackerModule } from "../../modules/agent_tracker/kas/module.ts";
 import type { AgentTracker } from "../../modules/agent_tracker/kas/tracker.ts";
 import { actionCableModule } from "../../modules/cluster_views/kas/actioncable-module.ts";
+import { type ClusterViewsKasOptions, clusterViewsModule } from "../../modules/cluster_views/kas/module.ts";
 import type { ViewsHub } from "../../modules/cluster_views/views.ts";
 import { gitopsModule } from "../../modules/gitops/kas/module.ts";
 import { kubernetesApiModule } from "../../modules/kubernetes_api/kas/module.ts";
@@ -51,6 +52,7 @@ export interface KasServerOptions {
     redis?: Partial<NonNullable<RouterOptions["redis"]>>;
     tunnel?: TunnelOptions;
     dashboard?: { heartbeatMs?: number };
+    clusterViews?: Omit<ClusterViewsKasOptions, "onHub">;
   };
 }
 
@@ -76,6 +78,8 @@ export interface KasServer {
   readonly router: Router | undefined;
   readonly agents: AgentListener | undefined;
   readonly tracker: AgentTracker | undefined;
+  /** The agents' cluster views (once started). */
+  readonly views: ViewsHub | undefined;
   /** Builds and starts every module; on failure, whatever started is stopped again. */
   start(): Promise<KasAddresses>;
   /**
@@ -111,7 +115,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
   let agents: AgentListener | undefined;
   let tracker: AgentTracker | undefined;
   /** The cluster views module's hub, once built (ActionCable and the dashboard follow it). */
-  let viewsHub: ViewsHub | undefined;
+  let views: ViewsHub | undefined;
   let stopping: Promise<void> | undefined;
 
   const stop = async (graceMs = config.shutdownGracePeriodMs): Promise<void> => {
@@ -142,6 +146,9 @@ export function createKasServer(options: KasServerOptions): KasServer {
     },
     get tracker() {
       return tracker;
+    },
+    get views() {
+      return views;
     },
 
     async start() {
@@ -208,11 +215,17 @@ export function createKasServer(options: KasServerOptions): KasServer {
           }),
           agentConfigurationModule(config.agent.configuration),
           gitopsModule(config.agent.gitops),
+          clusterViewsModule({
+            ...options.tuning?.clusterViews,
+            onHub: (hub) => {
+              views = hub;
+            },
+          }),
           serviceProxyModule(),
           kubernetesApiModule(config.agent.kubernetesApi, await kubernetesProxyAccess(config)),
           apiFrontModule(config, secrets, api),
-          actionCableModule(config.actionCable, () => viewsHub),
-          dashboardModule(config.dashboard, () => viewsHub, options.tuning?.dashboard),
+          actionCableModule(config.actionCable, () => views),
+          dashboardModule(config.dashboard, () => views, options.tuning?.dashboard),
         ];
         runner = new ModuleRunner(modules);
         await runner.start({

@@ -1,0 +1,81 @@
+// Cluster views' kas half: takes each agent's views stream (`ClusterViewsService.PushViews`), keeps
+// the latest views where every replica reads them (Redis when configured), publishes each change
+// to every replica, and serves them on GitLab's API (current views, Server-Sent Events). Others in
+// kas (the dashboard, a gRPC watch) get the `ViewsHub` through `onHub`.
+import type * as grpc from "@grpc/grpc-js";
+import type { PushViewsRequest } from "../../../proto/gen/cluster_views/v1/cluster_views.ts";
+import { type KasModuleFactory, Phase } from "../../runtime/index.ts";
+import type { ViewsHub } from "../views.ts";
+import { Hub } from "./hub.ts";
+import { createClusterViewsMetrics } from "./metrics.ts";
+import { agentEventsRoute, allEventsRoute, viewsRoute } from "./routes.ts";
+import { addClusterViewsService } from "./rpc.ts";
+import { MemoryViewsStore, RedisViewsStore } from "./store.ts";
+
+export interface ClusterViewsKasOptions {
+  /** Told the hub once it is built (before any listener accepts). */
+  onHub?: (hub: ViewsHub) => void;
+  /** How long an agent's views outlive the last refresh of its open stream. Default 60 s. */
+  presenceTtlMs?: number;
+  /** How long the views stay after the agent's stream ended (shown as disconnected). Default 15 min. */
+  retainMs?: number;
+  /** Period of SSE heartbeats. Default 15 s. */
+  heartbeatMs?: number;
+  /** Unsent bytes an SSE subscriber may have before it is cut. Default 1 MiB. */
+  maxBufferedBytes?: number;
+  /** SSE subscribers one replica serves at most. Default 10 000. */
+  maxSubscribers?: number;
+}
+
+export const CLUSTER_VIEWS_DEFAULTS = {
+  presenceTtlMs: 60_000,
+  retainMs: 15 * 60_000,
+  heartbeatMs: 15_000,
+  maxBufferedBytes: 1024 * 1024,
+  maxSubscribers: 10_000,
+} as const;
+
+export function clusterViewsModule(options: ClusterViewsKasOptions = {}): KasModuleFactory {
+  const o = { ...CLUSTER_VIEWS_DEFAULTS, ...options };
+  return {
+    name: "cluster_views",
+    phase: Phase.capability,
+    create({ log: parentLog, registry, broadcast, redis, agentRpc, api }) {
+      const log = parentLog.child({ module: "cluster_views" });
+      const metrics = createClusterViewsMetrics(registry);
+      const times = { presenceTtlMs: o.presenceTtlMs, retainMs: o.retainMs };
+      const store = redis ? new RedisViewsStore(redis, times) : new MemoryViewsStore(times);
+      const hub = new Hub({ store, broadcast, log, metrics });
+      const streams = new Set<grpc.ServerReadableStream<PushViewsRequest, unknown>>();
+      addClusterViewsService({ rpc: agentRpc, hub, metrics, log, refreshMs: o.presenceTtlMs / 3, streams });
+      const sse = {
+        hub,
+        metrics,
+        log,
+        heartbeatMs: o.heartbeatMs,
+        maxBufferedBytes: o.maxBufferedBytes,
+        retryMs: 2000,
+        maxSubscribers: o.maxSubscribers,
+        subscribers: () => hub.subscribers,
+      };
+      api.add(viewsRoute(hub));
+      api.add(agentEventsRoute(sse));
+      api.add(allEventsRoute(sse));
+      o.onHub?.(hub);
+      return {
+        name: "cluster_views",
+        start() {
+          hub.start();
+        },
+        drain() {
+          // SSE clients reconnect to another replica (Last-Event-ID: they miss nothing kas still has).
+          hub.close("kas is shutting down");
+        },
+        async close() {
+          hub.close("kas is shutting down");
+          for (const call of streams) call.destroy();
+        },
+      };
+    },
+  };
+}
