@@ -6,9 +6,9 @@ import { randomBytes } from "node:crypto";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { KubeStore } from "../test/support/kube-apiserver.ts";
+import { addPod, scaleDeployment, seedCluster, setNodeReady } from "../test/support/kube-cluster.ts";
 
-export const DASHBOARD_NAMESPACE = "shop";
-const NODES = ["node-1", "node-2", "node-3"];
+const NS = "shop";
 const CART = "cart";
 
 /** Writes the dashboard's token file in `dir`; kas's environment for a loopback dashboard. */
@@ -24,61 +24,51 @@ export async function dashboardSettings(
   };
 }
 
-/** Three Ready nodes, and the shop: Deployments cart (3) and api (2), all ready, their pods Running. */
-export function seedCluster(store: KubeStore): void {
-  for (const name of NODES) store.create("nodes", undefined, node(name, true));
-  store.create("namespaces", undefined, { metadata: { name: DASHBOARD_NAMESPACE } });
-  for (const [name, replicas] of [
-    [CART, 3],
-    ["api", 2],
-  ] as const) {
-    store.create("deployments", DASHBOARD_NAMESPACE, deployment(name, replicas));
-    store.setDeploymentStatus(DASHBOARD_NAMESPACE, name, true);
-    for (let i = 0; i < replicas; i++) addPod(store, name, i);
-  }
+/** Three Ready nodes; in `shop`, Deployments cart (3) and api (2), ready. */
+export function seedDemoCluster(store: KubeStore): void {
+  seedCluster(store, NS, { [CART]: 3, api: 2 });
 }
 
 /** The changes, in a loop: each makes one thing on the page move, and says what. */
 const STEPS: Array<(store: KubeStore) => string> = [
   (store) => {
-    scale(store, 5);
-    store.setDeploymentStatus(DASHBOARD_NAMESPACE, CART, 3);
-    for (const i of [3, 4]) addPod(store, CART, i, "Pending");
-    return `Deployment ${DASHBOARD_NAMESPACE}/${CART} scaled 3 -> 5 (3 ready: rolling out)`;
+    scaleDeployment(store, NS, CART, 5);
+    store.setDeploymentStatus(NS, CART, 3);
+    for (const i of [3, 4]) addPod(store, NS, CART, i, "Pending");
+    return `Deployment ${NS}/${CART} scaled 3 -> 5 (3 ready: rolling out)`;
   },
   (store) => {
-    store.setDeploymentStatus(DASHBOARD_NAMESPACE, CART, true);
-    for (const i of [3, 4])
-      store.update("pods", DASHBOARD_NAMESPACE, `${CART}-${i}`, { status: { phase: "Running" } });
-    return `Deployment ${DASHBOARD_NAMESPACE}/${CART}: 5/5 ready (rollout complete)`;
+    store.setDeploymentStatus(NS, CART, true);
+    for (const i of [3, 4]) store.update("pods", NS, `${CART}-${i}`, { status: { phase: "Running" } });
+    return `Deployment ${NS}/${CART}: 5/5 ready (rollout complete)`;
   },
   (store) => {
-    store.update("nodes", undefined, "node-2", { status: node("node-2", false).status });
+    setNodeReady(store, "node-2", false);
     return "node node-2 went NotReady";
   },
   (store) => {
     const now = new Date().toISOString();
-    store.create("events", DASHBOARD_NAMESPACE, {
+    store.create("events", NS, {
       metadata: { generateName: `${CART}-1.` },
       type: "Warning",
       reason: "BackOff",
-      message: "Back-off restarting failed container cart in pod cart-1",
-      involvedObject: { kind: "Pod", namespace: DASHBOARD_NAMESPACE, name: `${CART}-1` },
+      message: `Back-off restarting failed container ${CART} in pod ${CART}-1`,
+      involvedObject: { kind: "Pod", namespace: NS, name: `${CART}-1` },
       count: 1,
       firstTimestamp: now,
       lastTimestamp: now,
     });
-    return `a Warning event: BackOff of pod ${DASHBOARD_NAMESPACE}/${CART}-1`;
+    return `a Warning event: BackOff of pod ${NS}/${CART}-1`;
   },
   (store) => {
-    store.update("nodes", undefined, "node-2", { status: node("node-2", true).status });
+    setNodeReady(store, "node-2", true);
     return "node node-2 is Ready again";
   },
   (store) => {
-    scale(store, 3);
-    store.setDeploymentStatus(DASHBOARD_NAMESPACE, CART, true);
-    for (const i of [3, 4]) store.delete("pods", DASHBOARD_NAMESPACE, `${CART}-${i}`);
-    return `Deployment ${DASHBOARD_NAMESPACE}/${CART} scaled back 5 -> 3`;
+    scaleDeployment(store, NS, CART, 3);
+    store.setDeploymentStatus(NS, CART, true);
+    for (const i of [3, 4]) store.delete("pods", NS, `${CART}-${i}`);
+    return `Deployment ${NS}/${CART} scaled back 5 -> 3`;
   },
 ];
 
@@ -98,57 +88,4 @@ export function changeClusterEvery(
     step++;
   }, everyMs);
   return () => clearInterval(timer);
-}
-
-function scale(store: KubeStore, replicas: number): void {
-  const current = store.get("deployments", DASHBOARD_NAMESPACE, CART);
-  store.update("deployments", DASHBOARD_NAMESPACE, CART, { spec: { ...(current.spec as object), replicas } });
-}
-
-function node(name: string, ready: boolean) {
-  const resources = { cpu: "4", memory: "16Gi", pods: "110" };
-  const now = new Date().toISOString();
-  return {
-    metadata: { name, labels: { "kubernetes.io/hostname": name } },
-    status: {
-      capacity: resources,
-      allocatable: { ...resources, memory: "15Gi" },
-      conditions: [
-        {
-          type: "Ready",
-          status: ready ? "True" : "False",
-          reason: ready ? "KubeletReady" : "KubeletNotReady",
-          message: ready ? "kubelet is posting ready status" : "container runtime is down",
-          lastHeartbeatTime: now,
-          lastTransitionTime: now,
-        },
-      ],
-    },
-  };
-}
-
-function deployment(name: string, replicas: number) {
-  const labels = { app: name };
-  return {
-    metadata: { name, labels },
-    spec: {
-      replicas,
-      selector: { matchLabels: labels },
-      template: {
-        metadata: { labels },
-        spec: { containers: [{ name, image: `registry.example.com/${name}:1` }] },
-      },
-    },
-  };
-}
-
-function addPod(store: KubeStore, app: string, i: number, phase = "Running"): void {
-  store.create("pods", DASHBOARD_NAMESPACE, {
-    metadata: { name: `${app}-${i}`, labels: { app } },
-    spec: {
-      nodeName: NODES[i % NODES.length],
-      containers: [{ name: app, image: `registry.example.com/${app}:1` }],
-    },
-    status: { phase, containerStatuses: [{ name: app, ready: phase === "Running", restartCount: 0 }] },
-  });
 }

@@ -10,7 +10,7 @@ import { ActionCableBroadcaster } from "./actioncable.ts";
 import type { ActionCableKasConfig } from "./actioncable-config.ts";
 
 /** How long a replica's claim on an event stands: far longer than the fan-out between replicas. */
-const CLAIM_TTL_MS = 30_000;
+const CLAIM_TTL_MS = 10_000;
 
 /**
  * `hubOf` is asked when the module starts (after the capabilities, so the cluster views module has

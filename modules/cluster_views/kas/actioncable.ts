@@ -3,6 +3,7 @@
 // channel_prefix.rb) PUBLISHes the JSON-encoded message to the channel
 // `[channel_prefix, broadcasting].compact.join(":")`; a channel that does
 // `stream_from "cluster_agent:#{id}"` decodes it and transmits it to its subscribers.
+import { createHash } from "node:crypto";
 import type { Counter } from "prom-client";
 import type { ViewEvent, ViewsHub } from "../views.ts";
 
@@ -84,7 +85,10 @@ export class ActionCableBroadcaster {
     const agentId = agentIdOf(event);
     const channel = actionCableChannel(clusterAgentBroadcasting(agentId), this.#o.channelPrefix);
     const message = JSON.stringify(event);
-    const done = this.#send(`${agentId}:${event.type}:${event.id}`, channel, message).then(
+    // Every replica hears the same event with the same content: its digest names it (an id alone
+    // may repeat, e.g. after an agent restarts its sequence).
+    const key = createHash("sha256").update(channel).update("\n").update(message).digest("base64url");
+    const done = this.#send(key, channel, message).then(
       (result) => {
         results.inc({ result });
         this.#failing = false;
