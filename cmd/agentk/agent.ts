@@ -10,6 +10,10 @@ import {
 } from "../../lib/tunnel/index.ts";
 import { agentConfigurationAgentModule } from "../../modules/agent_configuration/agentk/module.ts";
 import { agentTrackerAgentModule } from "../../modules/agent_tracker/agentk/module.ts";
+import {
+  type ClusterViewsAgentOptions,
+  clusterViewsAgentModule,
+} from "../../modules/cluster_views/agentk/module.ts";
 import { type GitopsAgentOptions, gitopsAgentModule } from "../../modules/gitops/agentk/module.ts";
 import { agentkClientConfig } from "../../modules/kubernetes_api/agentk/kubeconfig.ts";
 import { kubernetesApiAgentModule } from "../../modules/kubernetes_api/agentk/module.ts";
@@ -47,6 +51,8 @@ export interface AgentDeps {
   tuning?: Pick<TunnelClientOptions, "backoff" | "stableAfterMs" | "tunnel"> & {
     modules?: AgentkModuleFactory[];
     gitops?: GitopsTuning;
+    /** Cluster views' coalescing and back-off. */
+    clusterViews?: Omit<ClusterViewsAgentOptions, "kubeConfig">;
   };
 }
 
@@ -67,6 +73,7 @@ function agentkModules(
   config: AgentkConfig,
   kasConnection: AgentkModuleFactory,
   gitops: GitopsTuning = {},
+  views: Omit<ClusterViewsAgentOptions, "kubeConfig"> = {},
 ): AgentkModuleFactory[] {
   return [
     observabilityModule({ listen: config.observability.listen }),
@@ -77,6 +84,8 @@ function agentkModules(
     serviceProxyAgentModule(config.services),
     // Once per agent (leaderOnly): applies the manifest projects of the agent configuration.
     gitopsAgentModule({ ...gitops, kubeConfig: () => agentkClientConfig(config.kubernetes) }),
+    // Once per agent (leaderOnly): informers, computed views pushed to kas.
+    clusterViewsAgentModule({ ...views, kubeConfig: () => agentkClientConfig(config.kubernetes) }),
   ];
 }
 
@@ -110,7 +119,12 @@ export function createAgent(config: AgentkConfig, deps: AgentDeps): Agent {
   // next tunnel when kas drains this one.
   const kasRpc = tunnelClientChannel(client, { label: "kas" });
   const modules = [
-    ...agentkModules(config, kasConnectionModule(config, deps), deps.tuning?.gitops),
+    ...agentkModules(
+      config,
+      kasConnectionModule(config, deps),
+      deps.tuning?.gitops,
+      deps.tuning?.clusterViews,
+    ),
     ...(deps.tuning?.modules ?? []),
   ];
   const runner = new ModuleRunner<AgentkModuleDeps>(modules);

@@ -15,6 +15,7 @@ import {
   ReadinessChecks,
 } from "../../cmd/agentk/observability/index.ts";
 import { type BackoffOptions, HandshakeError } from "../../lib/tunnel/index.ts";
+import type { ClusterViewsAgentOptions } from "../../modules/cluster_views/agentk/module.ts";
 import type { AgentkModuleFactory } from "../../modules/runtime/index.ts";
 import { writeKubeconfig } from "./kubeconfig.ts";
 
@@ -39,6 +40,8 @@ export interface InProcessAgentkOptions {
   modules?: AgentkModuleFactory[];
   /** GitOps timings (drift interval, readiness polling, stream back-off). Default: the daemon's. */
   gitops?: GitopsTuning;
+  /** Cluster views' coalescing and back-off. Default: the daemon's. */
+  clusterViews?: Omit<ClusterViewsAgentOptions, "kubeConfig">;
 }
 
 export interface InProcessAgentk {
@@ -103,6 +106,7 @@ export async function startInProcessAgentk(o: InProcessAgentkOptions): Promise<I
       backoff: o.backoff ?? { initialMs: 50, maxMs: 200 },
       ...(o.modules && { modules: o.modules }),
       ...(o.gitops && { gitops: o.gitops }),
+      ...(o.clusterViews && { clusterViews: o.clusterViews }),
     },
   });
   const rejected: number[] = [];

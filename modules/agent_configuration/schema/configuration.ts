@@ -1,6 +1,7 @@
 // The whole config.yaml (agentcfg ConfigurationFile), in both flavours (see flavour.ts).
 import type { z } from "zod";
 import { ciAccessSchema, userAccessSchema } from "./access.ts";
+import { clusterViewsSchema } from "./cluster-views.ts";
 import { containerScanningSchema } from "./container-scanning.ts";
 import { FILE, type Flavour, WIRE } from "./flavour.ts";
 import { fluxSchema } from "./flux.ts";
@@ -18,6 +19,7 @@ const rootSchema = (f: Flavour) =>
     container_scanning: containerScanningSchema(f).optional(),
     remote_development: remoteDevelopmentSchema(f).optional(),
     flux: fluxSchema(f).optional(),
+    cluster_views: clusterViewsSchema(f).optional(),
   });
 
 /** config.yaml as kas reads it: unknown keys refused, durations as text ("3600s"). */

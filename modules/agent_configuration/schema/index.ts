@@ -1,6 +1,7 @@
 // The agent configuration file (.gitlab/agents/<name>/config.yaml): schema, parser, wire form.
 import { type AgentConfiguration, agentConfigurationSchema } from "./configuration.ts";
 
+export { CLUSTER_VIEW_NAMES, MAX_CLUSTER_VIEWS_NAMESPACES } from "./cluster-views.ts";
 export { type AgentConfiguration, agentConfigurationSchema, agentSideSchema } from "./configuration.ts";
 export { parseDuration } from "./duration.ts";
 export { AgentConfigurationError, type AgentConfigurationIssue } from "./errors.ts";

@@ -51,6 +51,8 @@ export function addClusterViewsService(o: PushViewsOptions): void {
         callback(err as grpc.ServiceError);
         return;
       }
+      // Headers at once: agentk sends its snapshot when it sees them (the stream is up end to end).
+      call.sendMetadata(new grpc.Metadata());
       const owner = randomUUID();
       const log = o.log.child({ agentId });
       o.streams.add(call);

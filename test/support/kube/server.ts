@@ -52,6 +52,8 @@ export interface KubeApiServer {
   setDeploymentReady(ns: string, name: string, ready: boolean | number): KubeObject;
   /** Sends a BOOKMARK now on every open watch that allowed them (they also come every `bookmarkIntervalMs`). */
   sendBookmarks(): void;
+  /** Ends every open watch (as the real server's watch timeout does); clients resume from their versions. */
+  endWatches(): void;
   /** Serves new connections with another certificate (existing ones keep theirs), as after a CA rotation. */
   useCertificate(pki: { cert: string; key: string }): void;
   /** Writes a kubeconfig for this server (its CA, its token unless overridden). */
@@ -351,6 +353,9 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
     setDeploymentReady: (ns, name, ready) => store.setDeploymentStatus(ns, name, ready),
     sendBookmarks() {
       for (const w of watchers) w.bookmark();
+    },
+    endWatches() {
+      for (const w of [...watchers]) w.end();
     },
     useCertificate: ({ cert, key }) => server.setSecureContext({ cert, key }),
     writeKubeconfig: (path, init = {}) =>

@@ -7,6 +7,8 @@ import { toTable } from "./table.ts";
 export interface Watcher {
   /** Sends a BOOKMARK at the store's current version if the client allowed them. */
   bookmark(): void;
+  /** Ends the watch, as the real server does at its timeout: the client resumes from its version. */
+  end(): void;
 }
 
 /**
@@ -88,7 +90,7 @@ export function serveWatch(
     if (matches(e, type, ns)) deliver({ ...e, object: { ...e.object, apiVersion: groupVersion(type) } });
   };
   store.on("change", onChange);
-  const watcher: Watcher = { bookmark: () => allowBookmarks && bookmark() };
+  const watcher: Watcher = { bookmark: () => allowBookmarks && bookmark(), end: () => res.end() };
   options.watchers.add(watcher);
   const seconds = Number(query.get("timeoutSeconds") ?? 0);
   const timer = seconds > 0 ? setTimeout(() => res.end(), seconds * 1000) : undefined;
