@@ -9,6 +9,9 @@ import type { KubeStore } from "../test/support/kube-apiserver.ts";
 import { addPod, scaleDeployment, seedCluster, setNodeReady } from "../test/support/kube-cluster.ts";
 
 const NS = "shop";
+
+/** The agent configuration's section that turns agentk's cluster views on (every view, every namespace). */
+export const clusterViewsConfigYaml = "cluster_views: {}\n";
 const CART = "cart";
 
 /** Writes the dashboard's token file in `dir`; kas's environment for a loopback dashboard. */

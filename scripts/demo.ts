@@ -24,7 +24,12 @@ import { parseArgs } from "node:util";
 import { SignJWT } from "jose";
 import { fetch } from "undici";
 import { type KubeApiServer, startKubeApiServer } from "../test/support/kube-apiserver.ts";
-import { changeClusterEvery, dashboardSettings, seedDemoCluster } from "./demo-dashboard.ts";
+import {
+  changeClusterEvery,
+  clusterViewsConfigYaml,
+  dashboardSettings,
+  seedDemoCluster,
+} from "./demo-dashboard.ts";
 import { ConfigProject } from "./demo-git.ts";
 import {
   CONFIGMAP_FILE,
@@ -50,7 +55,7 @@ const haveKube = existsSync(kubeconfig.split(":")[0]!);
 const gitops = !haveKube;
 const CONFIG_FILE = ".gitlab/agents/demo/config.yaml";
 const configYaml = (level: string) =>
-  `observability:\n  logging:\n    level: ${level}\n${gitops ? gitopsConfigYaml : ""}`;
+  `observability:\n  logging:\n    level: ${level}\n${gitops ? gitopsConfigYaml : ""}${clusterViewsConfigYaml}`;
 const short = (commit: unknown) => String(commit).slice(0, 8);
 let level = "info";
 let greetings = 1;
