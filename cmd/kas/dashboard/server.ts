@@ -2,6 +2,7 @@
 // (`/api/agents`) and as a live event stream (`/api/events`, SSE, from the views hub). With a token
 // configured, everything but the login page and the static bundle needs a session cookie.
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { RateLimiterMemory } from "rate-limiter-flexible";
 import type { ViewEvent, ViewsHub } from "../../../modules/cluster_views/views.ts";
 import type { ListenConfig } from "../../common/config/values.ts";
 import {
@@ -19,6 +20,8 @@ import { type DashboardSessions, dashboardSessions } from "./session.ts";
 
 /** A login form is a few bytes: more is not one. */
 const MAX_LOGIN_BODY = 4096;
+/** Wrong tokens from one address are counted over this window. */
+const LOGIN_FAILURE_WINDOW_S = 300;
 
 export interface DashboardServerOptions {
   listen: ListenConfig;
@@ -28,6 +31,8 @@ export interface DashboardServerOptions {
   hub: ViewsHub;
   assets: DashboardAssets;
   heartbeatMs?: number;
+  /** Wrong tokens one client address may give per 5 minutes before logins from it get 429 (default 10). */
+  maxLoginFailures?: number;
   /** Per event stream (default 1 MiB). */
   maxBufferedBytes?: number;
   log: GuardLog & { info(obj: object, msg: string): void };
@@ -53,6 +58,10 @@ export async function serveDashboard(o: DashboardServerOptions): Promise<Dashboa
   const sessions =
     o.token === undefined ? undefined : dashboardSessions(o.token, { ttlMs: o.sessionTtlMs, secure: tls });
   const streams = new Set<EventStream>();
+  const failures = new RateLimiterMemory({
+    points: o.maxLoginFailures ?? 10,
+    duration: LOGIN_FAILURE_WINDOW_S,
+  });
 
   const handler = async (req: IncomingMessage, res: ServerResponse) => {
     res.setHeader("content-security-policy", CONTENT_SECURITY_POLICY);
@@ -65,7 +74,7 @@ export async function serveDashboard(o: DashboardServerOptions): Promise<Dashboa
       const type = pathname === "/app.js" ? "text/javascript" : "text/css";
       return send(res, 200, type, o.assets[pathname.slice(1) as keyof DashboardAssets], "no-cache");
     }
-    if (pathname === "/login") return login(req, res, method, sessions);
+    if (pathname === "/login") return login(req, res, method, sessions, failures);
     if (pathname === "/logout") {
       allow(method, ["POST"]);
       res.setHeader("set-cookie", sessions?.clear ?? []);
@@ -147,14 +156,25 @@ async function login(
   res: ServerResponse,
   method: string,
   sessions: DashboardSessions | undefined,
+  failures: RateLimiterMemory,
 ): Promise<void> {
   allow(method, ["GET", "HEAD", "POST"]);
   if (!sessions) return redirect(res, "/");
   if (method !== "POST") return send(res, 200, "text/html; charset=utf-8", loginPage(), "no-store");
+  // Guessing the token is slowed down to a few tries per address and window.
+  const client = req.socket.remoteAddress ?? "unknown";
+  const seen = await failures.get(client);
+  if (seen !== null && seen.remainingPoints <= 0) {
+    const retryAfter = Math.ceil(seen.msBeforeNext / 1000);
+    throw new HttpError(429, `too many wrong tokens: try again in ${retryAfter} s`, {
+      "retry-after": String(retryAfter),
+    });
+  }
   const type = req.headers["content-type"]?.split(";")[0]?.trim();
   if (type !== "application/x-www-form-urlencoded") throw new HttpError(415, "expected a login form");
   const token = new URLSearchParams(await readBody(req, MAX_LOGIN_BODY)).get("token") ?? "";
   if (!sessions.tokenMatches(token)) {
+    await failures.penalty(client, 1);
     return send(res, 401, "text/html; charset=utf-8", loginPage("Wrong token: try again."), "no-store");
   }
   res.setHeader("set-cookie", await sessions.issue());

@@ -221,3 +221,33 @@ test("a stream whose reader stops reading is cut, not buffered without bound", a
     await small.close(100);
   }
 });
+
+test("guessing is slowed down: after too many wrong tokens, logins from that address get 429", async () => {
+  const guarded = await serveDashboard({
+    listen: { address: { host: "127.0.0.1", port: 0 } },
+    token: TOKEN,
+    sessionTtlMs: 60_000,
+    hub: new MemoryViewsHub(),
+    assets: { "app.js": Buffer.from(""), "app.css": Buffer.from("") },
+    maxLoginFailures: 2,
+    log: quiet,
+  });
+  const attempt = (token: string) =>
+    fetch(`${guarded.url}/login`, {
+      method: "POST",
+      redirect: "manual",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ token }).toString(),
+    });
+  try {
+    expect((await attempt("guess-1")).status).toBe(401);
+    expect((await attempt(TOKEN)).status).toBe(303); // a right token still works below the bound
+    expect((await attempt("guess-2")).status).toBe(401);
+    const refused = await attempt(TOKEN);
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+    expect(refused.headers.get("set-cookie")).toBeNull();
+  } finally {
+    await guarded.close(100);
+  }
+});
