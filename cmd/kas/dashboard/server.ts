@@ -33,6 +33,8 @@ export interface DashboardServerOptions {
   heartbeatMs?: number;
   /** Wrong tokens one client address may give per 5 minutes before logins from it get 429 (default 10). */
   maxLoginFailures?: number;
+  /** Event streams served at most (default 1000); beyond, 503. */
+  maxStreams?: number;
   /** Per event stream (default 1 MiB). */
   maxBufferedBytes?: number;
   log: GuardLog & { info(obj: object, msg: string): void };
@@ -99,6 +101,12 @@ export async function serveDashboard(o: DashboardServerOptions): Promise<Dashboa
   };
 
   const events = (req: IncomingMessage, res: ServerResponse) => {
+    const max = o.maxStreams ?? 1000;
+    if (streams.size >= max) {
+      throw new HttpError(503, `the dashboard serves its maximum of ${max} event streams`, {
+        "retry-after": "5",
+      });
+    }
     const lastEventId = req.headers["last-event-id"];
     let unsubscribe: (() => void) | undefined;
     const stream = openEventStream(req, res, {

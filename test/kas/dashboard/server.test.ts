@@ -177,7 +177,7 @@ describe("with a session", () => {
   });
 });
 
-test("a stream whose reader stops reading is cut, not buffered without bound", async () => {
+test("streams are bounded: in number, and a reader that stops reading is cut, not buffered for", async () => {
   const slowHub = new MemoryViewsHub();
   const drops: string[] = [];
   const small = await serveDashboard({
@@ -186,6 +186,7 @@ test("a stream whose reader stops reading is cut, not buffered without bound", a
     hub: slowHub,
     assets: { "app.js": Buffer.from(""), "app.css": Buffer.from("") },
     maxBufferedBytes: 64 * 1024,
+    maxStreams: 1,
     log: quiet,
     onDrop: (reason) => drops.push(reason),
   });
@@ -194,6 +195,9 @@ test("a stream whose reader stops reading is cut, not buffered without bound", a
     const res = await fetch(`${small.url}/api/events`);
     expect(res.status).toBe(200);
     await until(() => small.streams === 1, 5000, "the stream");
+    const second = await fetch(`${small.url}/api/events`);
+    expect(second.status).toBe(503); // one stream at most here
+    expect(second.headers.get("retry-after")).toBe("5");
     const big = { ...agent("9", 0, 1) };
     for (let seq = 1; small.streams > 0 && seq < 100_000; seq++) {
       slowHub.put({
