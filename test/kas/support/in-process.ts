@@ -20,6 +20,8 @@ export interface InProcessKasOptions {
   log?: Logger;
   /** Clustered: this Redis and a private API. Default: no Redis (single replica). */
   redis?: { host: string; port: number };
+  /** Cluster views' timings and bounds (heartbeats, buffered bytes, subscribers). Default: the daemon's. */
+  clusterViews?: NonNullable<NonNullable<Parameters<typeof createKasServer>[0]["tuning"]>["clusterViews"]>;
 }
 
 /** kas in this process on ephemeral ports: static tokens, API secret, no Redis unless given; `adjust` edits the config. */
@@ -42,7 +44,10 @@ export async function startInProcessKas(
     config,
     secrets: await readKasSecrets(config),
     log: options.log ?? silentLogger(),
-    tuning: { tunnel: { keepAliveIntervalMs: 0 } },
+    tuning: {
+      tunnel: { keepAliveIntervalMs: 0 },
+      ...(options.clusterViews && { clusterViews: options.clusterViews }),
+    },
   });
   const addresses = await kas.start();
   return {
