@@ -75,6 +75,9 @@ export function actionCableModule(
             "broadcasting cluster views to ActionCable",
           );
         },
+        drain() {
+          broadcaster?.stop();
+        },
         async close(graceMs) {
           await broadcaster?.close(graceMs);
           publisher?.disconnect();

@@ -36,6 +36,8 @@ export interface ActionCableBroadcasterOptions {
   /** kas_cluster_views_actioncable_broadcasts_total{result}. */
   results: Counter<"result">;
   log: { warn(obj: object, msg: string): void };
+  /** After the hub dropped this subscriber (a backlog, a store failure), follow again after this long. Default 1 s. */
+  resubscribeMs?: number;
 }
 
 /** Follows every agent's view events and broadcasts each into ActionCable, bounded. */
@@ -43,6 +45,8 @@ export class ActionCableBroadcaster {
   readonly #o: ActionCableBroadcasterOptions;
   readonly #pending = new Set<Promise<void>>();
   #unsubscribe: (() => void) | undefined;
+  #closed = false;
+  #resubscribe: NodeJS.Timeout | undefined;
   /** Whether the last broadcast failed: one warning per outage, not one per event. */
   #failing = false;
 
@@ -51,11 +55,27 @@ export class ActionCableBroadcaster {
   }
 
   start(): void {
-    this.#unsubscribe ??= this.#o.hub.subscribe(
+    if (this.#closed || this.#unsubscribe) return;
+    this.#unsubscribe = this.#o.hub.subscribe(
       {},
       (event) => this.#broadcast(event),
-      (reason) => this.#o.log.warn({ reason }, "ActionCable broadcasts stopped: the views hub dropped them"),
+      (reason) => {
+        this.#unsubscribe = undefined;
+        if (this.#closed) return;
+        // What was missed comes back as a snapshot of each agent when following again.
+        this.#o.log.warn({ reason }, "the views hub dropped ActionCable's subscription: following again");
+        this.#resubscribe = setTimeout(() => this.start(), this.#o.resubscribeMs ?? 1000);
+        this.#resubscribe.unref();
+      },
     );
+  }
+
+  /** Follows no more events (kas is draining); broadcasts in flight go on. */
+  stop(): void {
+    this.#closed = true;
+    clearTimeout(this.#resubscribe);
+    this.#unsubscribe?.();
+    this.#unsubscribe = undefined;
   }
 
   /** Broadcasts in flight right now. */
@@ -65,7 +85,7 @@ export class ActionCableBroadcaster {
 
   /** Stops following events; broadcasts in flight get `graceMs` to finish. */
   async close(graceMs: number): Promise<void> {
-    this.#unsubscribe?.();
+    this.stop();
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
       Promise.all(this.#pending),

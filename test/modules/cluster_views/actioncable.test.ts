@@ -204,3 +204,30 @@ test("a stuck Redis makes broadcasts drop, counted, beyond max_pending", async (
   await broadcaster.close(10);
   expect(hub.subscribers).toBe(0);
 });
+
+test("dropped by the hub, the broadcaster follows again; stopped, it unsubscribes", async () => {
+  const hub = new MemoryViewsHub();
+  const counter = results();
+  const published: string[] = [];
+  const publisher = { publish: async (channel: string) => published.push(channel) };
+  const broadcaster = new ActionCableBroadcaster({
+    hub,
+    publisher,
+    maxPending: 10,
+    results: counter,
+    log: quiet,
+    resubscribeMs: 10,
+  });
+  broadcaster.start();
+  hub.dropAll("backlog");
+  expect(hub.subscribers).toBe(0);
+  await until(() => hub.subscribers === 1, 5000, "the broadcaster to follow again");
+  hub.put(agent("3", 1, 1));
+  await until(() => published.length === 1, 5000, "the broadcast after following again");
+  expect(published).toEqual(["cluster_agent:3"]);
+  broadcaster.stop();
+  hub.dropAll("kas is shutting down");
+  expect(hub.subscribers).toBe(0);
+  await broadcaster.close(10);
+  expect(hub.subscribers).toBe(0);
+});
