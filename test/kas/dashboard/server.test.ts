@@ -52,8 +52,9 @@ afterAll(async () => {
 
 const get = (path: string, cookie?: string, signal?: AbortSignal) =>
   fetch(`${server.url}${path}`, { redirect: "manual", headers: { ...(cookie && { cookie }) }, signal });
-const login = (token: string) =>
-  fetch(`${server.url}/login`, {
+/** The login form posted to `url` (default: the suite's dashboard). */
+const login = (token: string, url = server.url) =>
+  fetch(`${url}/login`, {
     method: "POST",
     redirect: "manual",
     headers: { "content-type": "application/x-www-form-urlencoded" },
@@ -236,13 +237,7 @@ test("guessing is slowed down: after too many wrong tokens, logins from that add
     maxLoginFailures: 2,
     log: quiet,
   });
-  const attempt = (token: string) =>
-    fetch(`${guarded.url}/login`, {
-      method: "POST",
-      redirect: "manual",
-      headers: { "content-type": "application/x-www-form-urlencoded" },
-      body: new URLSearchParams({ token }).toString(),
-    });
+  const attempt = (token: string) => login(token, guarded.url);
   try {
     expect((await attempt("guess-1")).status).toBe(401);
     expect((await attempt(TOKEN)).status).toBe(303); // a right token still works below the bound
