@@ -3,7 +3,8 @@
 # NODE_IMAGE: any image with Node.js 20.18+ and npm at /usr/local/bin and a user with uid 1000.
 ARG NODE_IMAGE=docker.io/library/node:20-bookworm-slim
 
-# Compile TypeScript to dist/. The compiler alone, at the versions the lock file pins, and an emit
+# Compile TypeScript to dist/ and bundle the dashboard's page beside it. The compiler and the
+# bundler (with the page's two libraries) alone, at the versions the lock file pins, and an emit
 # without type checking (every file compiles on its own: isolatedModules); type checking is CI's job
 # (npm run typecheck), and the emitted JavaScript is the same.
 FROM ${NODE_IMAGE} AS build
@@ -11,7 +12,7 @@ WORKDIR /src
 COPY package-lock.json /tmp/
 RUN npm install --no-save --no-package-lock --no-audit --no-fund --loglevel=error $(node -p ' \
       const locked = require("/tmp/package-lock.json").packages; \
-      ["typescript", "@types/node"].map((n) => `${n}@${locked[`node_modules/${n}`].version}`).join(" ")')
+      ["typescript", "@types/node", "tsx", "esbuild", "preact", "htm"].map((n) => `${n}@${locked[`node_modules/${n}`].version}`).join(" ")')
 # package.json after the install (which would otherwise install everything it lists): its
 # "type": "module" is what makes tsc emit ES modules.
 COPY package.json tsconfig.json tsconfig.build.json ./
@@ -19,7 +20,9 @@ COPY proto/gen proto/gen
 COPY lib lib
 COPY modules modules
 COPY cmd cmd
-RUN node_modules/.bin/tsc -p tsconfig.build.json --noCheck --declaration false
+COPY scripts/build-dashboard.ts scripts/
+RUN node_modules/.bin/tsc -p tsconfig.build.json --noCheck --declaration false \
+ && node_modules/.bin/tsx scripts/build-dashboard.ts
 
 # Production dependencies only.
 FROM ${NODE_IMAGE} AS deps

@@ -7,6 +7,8 @@
 // "cluster" is a stand-in (the Kubernetes API test server, in the demo's process), and GitOps joins
 // in: agentk applies a local manifest project to it, and each round changes a manifest and pushes.
 // With a real kubeconfig, GitOps stays out (the demo writes nothing to a real cluster).
+// kas also serves its live dashboard (URL and login token printed); on the stand-in, the cluster
+// changes every few seconds so that the page moves (scripts/demo-dashboard.ts).
 // Ctrl-C stops everything cleanly.
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -22,6 +24,12 @@ import { parseArgs } from "node:util";
 import { SignJWT } from "jose";
 import { fetch } from "undici";
 import { type KubeApiServer, startKubeApiServer } from "../test/support/kube-apiserver.ts";
+import {
+  changeClusterEvery,
+  clusterViewsConfigYaml,
+  dashboardSettings,
+  seedDemoCluster,
+} from "./demo-dashboard.ts";
 import { ConfigProject } from "./demo-git.ts";
 import {
   CONFIGMAP_FILE,
@@ -48,7 +56,7 @@ const haveKube = existsSync(kubeconfig.split(":")[0]!);
 const gitops = !haveKube;
 const CONFIG_FILE = ".gitlab/agents/demo/config.yaml";
 const configYaml = (level: string) =>
-  `observability:\n  logging:\n    level: ${level}\n${gitops ? gitopsConfigYaml : ""}`;
+  `observability:\n  logging:\n    level: ${level}\n${gitops ? gitopsConfigYaml : ""}${clusterViewsConfigYaml}`;
 const short = (commit: unknown) => String(commit).slice(0, 8);
 let level = "info";
 let greetings = 1;
@@ -92,6 +100,7 @@ if (!haveKube) {
       spec: { containers: [{ name: "agentk", image: "agentk" }] },
       status: { phase: "Running" },
     });
+    seedDemoCluster(standIn.store); // nodes, Deployments and pods for the dashboard's views
     await standIn.writeKubeconfig(agentKubeconfig);
   } catch (err) {
     say("demo", `failed: cannot start the Kubernetes API test server: ${(err as Error).message}`);
@@ -122,6 +131,7 @@ await writeFile(
 );
 await writeFile(join(dir, "api_secret"), apiSecret.toString("base64"));
 await writeFile(join(dir, "agent_token"), AGENT_TOKEN);
+const dashboard = await dashboardSettings(dir);
 
 // The in-cluster service: listens on loopback only, reachable from "outside" through agentk alone.
 let scrapes = 0;
@@ -205,6 +215,7 @@ function start(name: string, script: string, argv: string[], env: Record<string,
 let stopping = false;
 let stopped: Promise<never> | undefined;
 let nextRound: NodeJS.Timeout | undefined;
+let stopChanges: (() => void) | undefined;
 /** Stops agentk, then kas, removes the temp dir and exits with `code` (the first call's). */
 function stop(code: number): Promise<never> {
   stopping = true;
@@ -213,6 +224,7 @@ function stop(code: number): Promise<never> {
 }
 async function stopAndExit(code: number): Promise<never> {
   clearTimeout(nextRound);
+  stopChanges?.();
   for (const w of waiters) clearTimeout(w.timer);
   waiters.clear();
   say("demo", "stopping: agentk, then kas (GoAway, streams finish, exit 0)");
@@ -252,6 +264,7 @@ const kasReady = await start(
     KAS_AGENT_KUBERNETES_API_LISTEN_ADDRESS: "127.0.0.1:0",
     KAS_OBSERVABILITY_LISTEN_ADDRESS: "127.0.0.1:0",
     KAS_DATA_DIR: join(dir, "kas-data"),
+    ...dashboard.env,
   },
   "kas listening",
 ).catch(failed);
@@ -260,6 +273,7 @@ const kas = kasReady.addresses as {
   api: string;
   kubernetesApi: string;
   observability: string;
+  dashboard: string;
 };
 say(
   "kas",
@@ -286,6 +300,15 @@ const agentEnv: Record<string, string> = {
 };
 await start("agentk", "cmd/agentk/main.ts", agentArgs, agentEnv, "connected to kas").catch(failed);
 say("agentk", "connected: one outbound WebSocket to kas, nothing listening in the cluster");
+say("kas", `DASHBOARD: open ${kas.dashboard}/ and log in with the token ${dashboard.token}`);
+if (standIn && !args.once) {
+  say(
+    "kube",
+    "the stand-in cluster changes every 4 s (Deployments scaled, a node NotReady, warnings): watch the dashboard",
+  );
+  const store = standIn.store;
+  stopChanges = changeClusterEvery(store, 4000, (what) => say("kube", what));
+}
 const applied = await logged(
   "agentk",
   "agent configuration applied",

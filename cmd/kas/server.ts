@@ -7,6 +7,7 @@ import { StreamDispatcher, type TunnelOptions } from "../../lib/tunnel/index.ts"
 import { agentConfigurationModule } from "../../modules/agent_configuration/kas/module.ts";
 import { agentTrackerModule } from "../../modules/agent_tracker/kas/module.ts";
 import type { AgentTracker } from "../../modules/agent_tracker/kas/tracker.ts";
+import { actionCableModule } from "../../modules/cluster_views/kas/actioncable-module.ts";
 import { type ClusterViewsKasOptions, clusterViewsModule } from "../../modules/cluster_views/kas/module.ts";
 import type { ViewsHub } from "../../modules/cluster_views/views.ts";
 import { gitopsModule } from "../../modules/gitops/kas/module.ts";
@@ -36,6 +37,7 @@ import { type ConfiguredProjectAccess, createProjectAccessFromConfig } from "./a
 import type { ConfiguredProxyAccess } from "./auth/proxy-access.ts";
 import type { KasConfig, KasSecrets } from "./config/index.ts";
 import { agentListenerModule, agentRpcModule, apiFrontModule } from "./core-modules.ts";
+import { dashboardModule } from "./dashboard/module.ts";
 import { createKasMetrics, type KasMetrics, type Logger, ReadinessChecks } from "./observability/index.ts";
 import { createRepositories } from "./repositories/index.ts";
 import { createKasRouter } from "./routing/index.ts";
@@ -51,6 +53,7 @@ export interface KasServerOptions {
   tuning?: {
     redis?: Partial<NonNullable<RouterOptions["redis"]>>;
     tunnel?: TunnelOptions;
+    dashboard?: { heartbeatMs?: number };
     clusterViews?: Omit<ClusterViewsKasOptions, "onHub">;
   };
 }
@@ -64,6 +67,8 @@ export interface KasAddresses {
   api?: string;
   /** Absent in single-replica mode (no Redis). */
   privateApi?: string;
+  /** Absent without dashboard.listen.address. */
+  dashboard?: string;
 }
 
 export interface KasServer {
@@ -112,6 +117,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
   let runner: ModuleRunner<KasModuleDeps> | undefined;
   let agents: AgentListener | undefined;
   let tracker: AgentTracker | undefined;
+  /** The cluster views module's hub, once built (ActionCable and the dashboard follow it). */
   let views: ViewsHub | undefined;
   let stopping: Promise<void> | undefined;
 
@@ -238,6 +244,8 @@ export function createKasServer(options: KasServerOptions): KasServer {
           serviceProxyModule(),
           kubernetesApiModule(config.agent.kubernetesApi, proxyAccess, kasDataDir(config.dataDir)),
           apiFrontModule(config, secrets, api, gitlabRpc || undefined),
+          actionCableModule(config.actionCable, () => views),
+          dashboardModule(config.dashboard, () => views, options.tuning?.dashboard),
         ];
         runner = new ModuleRunner(modules);
         await runner.start({
@@ -267,6 +275,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
         observability: urls.observability!,
         kubernetesApi: urls.kubernetesApi!,
         ...(urls.api && { api: urls.api }),
+        ...(urls.dashboard && { dashboard: urls.dashboard }),
         ...(router.clustered && { privateApi: router.privateUrl }),
       };
     },

@@ -4,6 +4,7 @@
 // configuration's type all come from this one schema.
 import { z } from "zod";
 import { agentConfigurationKasSection } from "../../../modules/agent_configuration/kas/config.ts";
+import { actionCableKasSection } from "../../../modules/cluster_views/kas/actioncable-config.ts";
 import { gitopsKasSection } from "../../../modules/gitops/kas/config.ts";
 import { kubernetesApiKasSection } from "../../../modules/kubernetes_api/kas/config.ts";
 import { observabilityKasSection } from "../../../modules/observability/config.ts";
@@ -26,6 +27,7 @@ import {
   parseNonNegativeInt,
   parseUrl,
 } from "../../common/config/values.ts";
+import { dashboardKasSection } from "../dashboard/config.ts";
 import { gitalyKasSection } from "../repositories/config.ts";
 
 const gitlab = z.object({
@@ -173,6 +175,8 @@ const kasSchema = z.object({
   dataDir: fileSetting({
     doc: "Where kas keeps what it makes itself (the Kubernetes API proxy's certificate). Default: $XDG_STATE_HOME/gitlab-kas, or ~/.local/state/gitlab-kas.",
   }),
+  actionCable: actionCableKasSection,
+  dashboard: dashboardKasSection,
   shutdownGracePeriodMs: durationSetting({
     default: "30s",
     doc: "On SIGTERM: how long in-flight requests and tunnel streams get to finish before they are cut.",
@@ -249,6 +253,8 @@ function checkCombinations(c: KasConfig, ctx: z.RefinementCtx): void {
     [["api", "listen", "address"], c.api.listen.address],
     [["privateApi", "listen", "address"], c.privateApi.listen.address],
   ];
+  const dashboard = c.dashboard.listen.address;
+  if (given(dashboard) && dashboard) listeners.push([["dashboard", "listen", "address"], dashboard]);
   listeners.forEach(([path, { host, port }], i) => {
     if (typeof port !== "number") return; // invalid, reported on its own
     const clash = listeners

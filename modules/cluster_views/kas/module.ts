@@ -1,7 +1,8 @@
 // Cluster views' kas half: takes each agent's views stream (`ClusterViewsService.PushViews`), keeps
 // the latest views where every replica reads them (Redis when configured), publishes each change
-// to every replica, and serves them on GitLab's API (current views, Server-Sent Events). Others in
-// kas (the dashboard, a gRPC watch) get the `ViewsHub` through `onHub`.
+// to every replica, and serves them to GitLab: current views and Server-Sent Events on its HTTP API,
+// a server-streaming watch on its gRPC API. Others in kas (the dashboard, ActionCable) get the
+// `ViewsHub` through `onHub`.
 import type * as grpc from "@grpc/grpc-js";
 import type { PushViewsRequest } from "../../../proto/gen/cluster_views/v1/cluster_views.ts";
 import { type KasModuleFactory, Phase } from "../../runtime/index.ts";
@@ -11,6 +12,7 @@ import { createClusterViewsMetrics } from "./metrics.ts";
 import { agentEventsRoute, allEventsRoute, viewsRoute } from "./routes.ts";
 import { addClusterViewsService } from "./rpc.ts";
 import { MemoryViewsStore, RedisViewsStore } from "./store.ts";
+import { addViewsWatchService } from "./watch-service.ts";
 
 export interface ClusterViewsKasOptions {
   /** Told the hub once it is built (before any listener accepts). */
@@ -40,7 +42,7 @@ export function clusterViewsModule(options: ClusterViewsKasOptions = {}): KasMod
   return {
     name: "cluster_views",
     phase: Phase.capability,
-    create({ log: parentLog, registry, broadcast, redis, agentRpc, api }) {
+    create({ log: parentLog, registry, broadcast, redis, agentRpc, api, gitlabRpc }) {
       const log = parentLog.child({ module: "cluster_views" });
       const metrics = createClusterViewsMetrics(registry);
       const times = { presenceTtlMs: o.presenceTtlMs, retainMs: o.retainMs };
@@ -61,6 +63,7 @@ export function clusterViewsModule(options: ClusterViewsKasOptions = {}): KasMod
       api.add(viewsRoute(hub));
       api.add(agentEventsRoute(sse));
       api.add(allEventsRoute(sse));
+      addViewsWatchService(gitlabRpc, hub);
       o.onHub?.(hub);
       return {
         name: "cluster_views",

@@ -193,6 +193,7 @@ describe("gRPC for GitLab on the API port, cleartext HTTP/2 beside HTTP/1.1 JSON
           "gitlab.agent.agent_tracker.rpc.AgentTracker",
           "gitlab.agent.notifications.rpc.Notifications",
           "gitlab.agent.configuration_project.rpc.ConfigurationProject",
+          "cluster_views.v1.ClusterViewsWatchService",
           "grpc.health.v1.Health",
         ]),
       );

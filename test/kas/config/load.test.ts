@@ -87,6 +87,8 @@ describe("kas configuration", () => {
         dialTimeoutMs: 5000,
         tls: { enabled: false },
       },
+      actionCable: { maxPending: 1000 },
+      dashboard: { listen: {}, sessionTtlMs: 43_200_000 },
       shutdownGracePeriodMs: 30_000,
       shutdownDrainDelayMs: 5000,
     });

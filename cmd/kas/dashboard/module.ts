@@ -1,0 +1,65 @@
+// The dashboard as a kas module: a front (it starts once the capabilities, the cluster views
+// among them, have), off unless dashboard.listen.address is set.
+import { readFile } from "node:fs/promises";
+import { Counter, Gauge } from "prom-client";
+import type { ViewsHub } from "../../../modules/cluster_views/views.ts";
+import type { KasModuleFactory } from "../../../modules/runtime/index.ts";
+import { listenerModule, Phase } from "../../../modules/runtime/index.ts";
+import { ConfigError } from "../../common/config/errors.ts";
+import { loadDashboardAssets } from "./assets.ts";
+import type { DashboardKasConfig } from "./config.ts";
+import { serveDashboard } from "./server.ts";
+
+export function dashboardModule(
+  config: DashboardKasConfig,
+  hubOf: () => ViewsHub | undefined,
+  tuning?: { heartbeatMs?: number },
+): KasModuleFactory {
+  return listenerModule("dashboard", Phase.front, "dashboard", async ({ log, registry, requests }) => {
+    const { address } = config.listen;
+    if (address === undefined) return undefined;
+    const hub = hubOf();
+    if (!hub) throw new Error("dashboard.listen.address is set, but kas has no cluster views to show");
+    const token = config.tokenFile === undefined ? undefined : await readToken(config.tokenFile);
+    const streams = new Gauge({
+      name: "kas_dashboard_event_streams",
+      help: "Open event streams of dashboard pages.",
+      registers: [registry],
+    });
+    const drops = new Counter({
+      name: "kas_dashboard_event_streams_dropped_total",
+      help: "Dashboard event streams cut (too slow a reader, or the views hub dropped them), by reason.",
+      labelNames: ["reason"],
+      registers: [registry],
+    });
+    const server = await serveDashboard({
+      listen: { ...config.listen, address },
+      ...(token !== undefined && { token }),
+      sessionTtlMs: config.sessionTtlMs,
+      hub,
+      assets: await loadDashboardAssets(),
+      ...(tuning?.heartbeatMs !== undefined && { heartbeatMs: tuning.heartbeatMs }),
+      log,
+      metrics: requests,
+      onStreams: (n) => streams.set(n),
+      onDrop: (reason) => drops.inc({ reason: reason === "too slow" ? reason : "hub" }),
+    });
+    log.info({ url: server.url, login: token !== undefined }, "dashboard listening");
+    return server;
+  });
+}
+
+async function readToken(path: string): Promise<string> {
+  const field = "dashboard.token_file";
+  let token: string;
+  try {
+    token = (await readFile(path, "utf8")).trim();
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    throw new ConfigError([{ field, message: `cannot read ${path}: ${code}` }]);
+  }
+  if (token.length < 16) {
+    throw new ConfigError([{ field, message: `${path} must hold a token of at least 16 characters` }]);
+  }
+  return token;
+}

@@ -1,0 +1,38 @@
+// The dashboard's two HTML documents: the login form (no script at all) and the shell the page's
+// script renders into. Everything else comes from app.js and the event stream.
+
+/** Scripts and styles from this origin only, no inline code, no framing. */
+export const CONTENT_SECURITY_POLICY =
+  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; " +
+  "form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+const head = (title: string) =>
+  `<!doctype html><html lang="en"><head><meta charset="utf-8">` +
+  `<meta name="viewport" content="width=device-width, initial-scale=1">` +
+  `<title>${title}</title><link rel="stylesheet" href="/app.css"></head>`;
+
+export function loginPage(error?: string): string {
+  return (
+    `${head("kas dashboard: log in")}<body><main class="login">` +
+    `<h1>Cluster views</h1><form method="post" action="/login">` +
+    `<label for="token">Dashboard token</label>` +
+    `<input id="token" name="token" type="password" autocomplete="current-password" required autofocus>` +
+    `<button type="submit">Log in</button>` +
+    (error ? `<p class="error" role="alert">${escapeHtml(error)}</p>` : "") +
+    `</form></main></body></html>`
+  );
+}
+
+export function appPage(withLogout: boolean): string {
+  return (
+    `${head("kas dashboard")}<body data-logout="${withLogout}"><div id="app"></div>` +
+    `<script type="module" src="/app.js"></script></body></html>`
+  );
+}
+
+function escapeHtml(text: string): string {
+  return text.replace(
+    /[&<>"']/g,
+    (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!,
+  );
+}

@@ -1,0 +1,220 @@
+// The dashboard's listener: a login page, the page's shell and bundle, every agent's views as JSON
+// (`/api/agents`) and as a live event stream (`/api/events`, SSE, from the views hub). With a token
+// configured, everything but the login page and the static bundle needs a session cookie.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { RateLimiterMemory } from "rate-limiter-flexible";
+import type { ViewEvent, ViewsHub } from "../../../modules/cluster_views/views.ts";
+import type { ListenConfig } from "../../common/config/values.ts";
+import {
+  type GuardLog,
+  HttpError,
+  type HttpListener,
+  listenHttp,
+  requestTarget,
+} from "../../common/http/index.ts";
+import type { RequestMetrics } from "../../common/observability/index.ts";
+import type { DashboardAssets } from "./assets.ts";
+import { type EventStream, openEventStream } from "./event-stream.ts";
+import { appPage, CONTENT_SECURITY_POLICY, loginPage } from "./pages.ts";
+import { type DashboardSessions, dashboardSessions } from "./session.ts";
+
+/** A login form is a few bytes: more is not one. */
+const MAX_LOGIN_BODY = 4096;
+/** Wrong tokens from one address are counted over this window. */
+const LOGIN_FAILURE_WINDOW_S = 300;
+
+export interface DashboardServerOptions {
+  listen: ListenConfig;
+  /** Absent: no login (allowed on loopback only; the configuration checks that). */
+  token?: string;
+  sessionTtlMs: number;
+  hub: ViewsHub;
+  assets: DashboardAssets;
+  heartbeatMs?: number;
+  /** Wrong tokens one client address may give per 5 minutes before logins from it get 429 (default 10). */
+  maxLoginFailures?: number;
+  /** Event streams served at most (default 1000); beyond, 503. */
+  maxStreams?: number;
+  /** Per event stream (default 1 MiB). */
+  maxBufferedBytes?: number;
+  log: GuardLog & { info(obj: object, msg: string): void };
+  metrics?: RequestMetrics;
+  /** Told how many event streams are open, at each change. */
+  onStreams?: (open: number) => void;
+  /** Told of each stream cut for being too slow, or by the hub. */
+  onDrop?: (reason: string) => void;
+}
+
+export interface DashboardServer {
+  readonly url: string;
+  /** Open event streams. */
+  readonly streams: number;
+  /** Ends every event stream (browsers reconnect elsewhere), then closes the listener gracefully. */
+  close(graceMs: number): Promise<void>;
+}
+
+const ROUTES = ["/", "/login", "/logout", "/app.js", "/app.css", "/api/agents", "/api/events"];
+
+export async function serveDashboard(o: DashboardServerOptions): Promise<DashboardServer> {
+  const tls = o.listen.certificateFile !== undefined;
+  const sessions =
+    o.token === undefined ? undefined : dashboardSessions(o.token, { ttlMs: o.sessionTtlMs, secure: tls });
+  const streams = new Set<EventStream>();
+  const failures = new RateLimiterMemory({
+    points: o.maxLoginFailures ?? 10,
+    duration: LOGIN_FAILURE_WINDOW_S,
+  });
+
+  const handler = async (req: IncomingMessage, res: ServerResponse) => {
+    res.setHeader("content-security-policy", CONTENT_SECURITY_POLICY);
+    res.setHeader("x-content-type-options", "nosniff");
+    res.setHeader("referrer-policy", "no-referrer");
+    const { pathname } = requestTarget(req);
+    const method = req.method ?? "GET";
+    if (pathname === "/app.js" || pathname === "/app.css") {
+      allow(method, ["GET", "HEAD"]);
+      const type = pathname === "/app.js" ? "text/javascript" : "text/css";
+      return send(res, 200, type, o.assets[pathname.slice(1) as keyof DashboardAssets], "no-cache");
+    }
+    if (pathname === "/login") return login(req, res, method, sessions, failures);
+    if (pathname === "/logout") {
+      allow(method, ["POST"]);
+      res.setHeader("set-cookie", sessions?.clear ?? []);
+      return redirect(res, sessions ? "/login" : "/");
+    }
+    const loggedIn = sessions === undefined || (await sessions.valid(req));
+    if (pathname === "/") {
+      allow(method, ["GET", "HEAD"]);
+      if (!loggedIn) return redirect(res, "/login");
+      return send(res, 200, "text/html; charset=utf-8", appPage(sessions !== undefined), "no-store");
+    }
+    if (pathname === "/api/agents" || pathname === "/api/events") {
+      allow(method, ["GET"]);
+      if (!loggedIn) throw new HttpError(401, "log in first: no valid dashboard session");
+      if (pathname === "/api/agents") {
+        const agents = await o.hub.list();
+        return send(res, 200, "application/json", JSON.stringify({ agents }), "no-store");
+      }
+      return events(req, res);
+    }
+    throw new HttpError(404, `no such page: ${pathname}`);
+  };
+
+  const events = (req: IncomingMessage, res: ServerResponse) => {
+    const max = o.maxStreams ?? 1000;
+    if (streams.size >= max) {
+      throw new HttpError(503, `the dashboard serves its maximum of ${max} event streams`, {
+        "retry-after": "5",
+      });
+    }
+    const lastEventId = req.headers["last-event-id"];
+    let unsubscribe: (() => void) | undefined;
+    const stream = openEventStream(req, res, {
+      heartbeatMs: o.heartbeatMs ?? 15_000,
+      maxBufferedBytes: o.maxBufferedBytes ?? 1024 * 1024,
+      onClose: (reason) => {
+        unsubscribe?.();
+        streams.delete(stream);
+        o.onStreams?.(streams.size);
+        if (reason === "too slow") o.onDrop?.(reason);
+      },
+    });
+    streams.add(stream);
+    o.onStreams?.(streams.size);
+    const forward = (event: ViewEvent) =>
+      stream.send({ id: event.id, event: event.type, data: JSON.stringify(event) });
+    unsubscribe = o.hub.subscribe(
+      typeof lastEventId === "string" && lastEventId !== "" ? { lastEventId } : {},
+      forward,
+      (reason) => {
+        o.onDrop?.(reason);
+        stream.close(reason);
+      },
+    );
+    if (stream.closed) unsubscribe();
+  };
+
+  const listener: HttpListener = await listenHttp({
+    address: o.listen.address,
+    tls: o.listen,
+    front: "dashboard",
+    log: o.log,
+    ...(o.metrics && { metrics: o.metrics }),
+    routeOf: (req) => {
+      const { pathname } = requestTarget(req);
+      return ROUTES.includes(pathname) ? pathname : "unknown";
+    },
+    handler,
+  });
+
+  return {
+    url: listener.url,
+    get streams() {
+      return streams.size;
+    },
+    async close(graceMs) {
+      for (const stream of [...streams]) stream.close("shutting down");
+      await listener.close(graceMs);
+    },
+  };
+}
+
+async function login(
+  req: IncomingMessage,
+  res: ServerResponse,
+  method: string,
+  sessions: DashboardSessions | undefined,
+  failures: RateLimiterMemory,
+): Promise<void> {
+  allow(method, ["GET", "HEAD", "POST"]);
+  if (!sessions) return redirect(res, "/");
+  if (method !== "POST") return send(res, 200, "text/html; charset=utf-8", loginPage(), "no-store");
+  // Guessing the token is slowed down to a few tries per address and window.
+  const client = req.socket.remoteAddress ?? "unknown";
+  const seen = await failures.get(client);
+  if (seen !== null && seen.remainingPoints <= 0) {
+    const retryAfter = Math.ceil(seen.msBeforeNext / 1000);
+    throw new HttpError(429, `too many wrong tokens: try again in ${retryAfter} s`, {
+      "retry-after": String(retryAfter),
+    });
+  }
+  const type = req.headers["content-type"]?.split(";")[0]?.trim();
+  if (type !== "application/x-www-form-urlencoded") throw new HttpError(415, "expected a login form");
+  const token = new URLSearchParams(await readBody(req, MAX_LOGIN_BODY)).get("token") ?? "";
+  if (!sessions.tokenMatches(token)) {
+    await failures.penalty(client, 1);
+    return send(res, 401, "text/html; charset=utf-8", loginPage("Wrong token: try again."), "no-store");
+  }
+  res.setHeader("set-cookie", await sessions.issue());
+  return redirect(res, "/");
+}
+
+function allow(method: string, methods: string[]): void {
+  if (!methods.includes(method))
+    throw new HttpError(405, `${method} is not allowed here`, { allow: methods.join(", ") });
+}
+
+function send(res: ServerResponse, status: number, type: string, body: string | Buffer, cache: string): void {
+  res.writeHead(status, {
+    "content-type": type,
+    "cache-control": cache,
+    "content-length": Buffer.byteLength(body),
+  });
+  res.end(res.req.method === "HEAD" ? undefined : body);
+}
+
+function redirect(res: ServerResponse, location: string): void {
+  res.writeHead(303, { location, "cache-control": "no-store", "content-length": 0 });
+  res.end();
+}
+
+async function readBody(req: IncomingMessage, max: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > max) throw new HttpError(413, `a login form is at most ${max} bytes`);
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString("utf8");
+}

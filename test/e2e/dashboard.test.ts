@@ -1,0 +1,148 @@
+// The live dashboard and the ActionCable broadcasts end to end: changes made in the Kubernetes test
+// server (a Deployment scaled, a node going NotReady, the agent disconnecting) go through agentk's
+// informers and views, its tunnel to kas, kas's views hub, and show up
+// - on the dashboard page in a real headless Chromium (logged in with the dashboard token), and
+// - at a client of a real ActionCable (Rails' actioncable under puma, Redis adapter, channel prefix)
+//   subscribed to `cluster_agent:42`.
+// Every wait is on the page's content or on a message, with a deadline.
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Page } from "playwright-core";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import type { ViewEvent } from "../../modules/cluster_views/views.ts";
+import { TOKEN } from "../kas/support/fixtures.ts";
+import { type InProcessKas, startInProcessKas } from "../kas/support/in-process.ts";
+import { ActionCableClient } from "../support/actioncable-client.ts";
+import { ActionCableServer } from "../support/actioncable-server.ts";
+import { type InProcessAgentk, startInProcessAgentk } from "../support/agentk-in-process.ts";
+import { Chromium } from "../support/chromium.ts";
+import { GitRepo } from "../support/git-repo.ts";
+import { type KubeApiServer, startKubeApiServer } from "../support/kube-apiserver.ts";
+import { scaleDeployment, seedCluster, setNodeReady } from "../support/kube-cluster.ts";
+import { RedisServer } from "../support/redis-server.ts";
+
+const DASHBOARD_TOKEN = "e2e-dashboard-token-0123456789";
+const CHANNEL_PREFIX = "gitlab_e2e";
+const NS = "shop";
+/** Deadline of each change's way from the Kubernetes API to the page or ActionCable's client. */
+const WAIT = 15_000;
+
+let dir: string;
+let kube: KubeApiServer;
+let redis: RedisServer;
+let cable: ActionCableServer;
+let configRepo: GitRepo;
+let kas: InProcessKas;
+let agent: InProcessAgentk | undefined;
+let browser: Chromium;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "dashboard-e2e-"));
+  [kube, redis, configRepo, browser] = await Promise.all([
+    startKubeApiServer(),
+    RedisServer.start(),
+    GitRepo.init(),
+    Chromium.launch(),
+  ]);
+  seedCluster(kube.store, NS, { cart: 3, api: 2 });
+  cable = await ActionCableServer.start({
+    redisUrl: `redis://127.0.0.1:${redis.port}`,
+    channelPrefix: CHANNEL_PREFIX,
+  });
+  await configRepo.commit({ ".gitlab/agents/prod/config.yaml": "cluster_views: {}\n" });
+  const tokensFile = join(dir, "tokens.yaml");
+  await writeFile(
+    tokensFile,
+    `${TOKEN}: ${JSON.stringify({ agentId: 42, projectId: 7, agentName: "prod", repository: configRepo.path })}\n`,
+  );
+  const tokenFile = join(dir, "dashboard_token");
+  await writeFile(tokenFile, DASHBOARD_TOKEN);
+  kas = await startInProcessKas((config) => {
+    config.agent.staticTokensFile = tokensFile;
+    config.dashboard.listen.address = { host: "127.0.0.1", port: 0 };
+    config.dashboard.tokenFile = tokenFile;
+    config.actionCable.redisUrl = `redis://127.0.0.1:${redis.port}`;
+    config.actionCable.channelPrefix = CHANNEL_PREFIX;
+  });
+  agent = await startInProcessAgentk({
+    kasUrl: kas.addresses.agent,
+    token: TOKEN,
+    kubernetes: await kube.writeKubeconfig(join(dir, "kubeconfig")),
+    pod: { name: "agentk-e2e", namespace: "default" },
+  });
+});
+
+afterAll(async () => {
+  await agent?.stop(0);
+  await browser?.close();
+  await kas?.close();
+  await cable?.close();
+  await Promise.all([redis?.close(), kube?.close(), configRepo?.remove()]);
+  await rm(dir, { recursive: true, force: true });
+});
+
+const field = (page: Page, name: string) => page.locator(`[data-agent="42"] [data-field="${name}"]`);
+/** Waits, up to WAIT, for the agent's field to show `text`. */
+const shows = (page: Page, name: string, text: string) =>
+  field(page, name).filter({ hasText: text }).waitFor({ timeout: WAIT });
+
+test("changes in the cluster reach the dashboard page and ActionCable's subscribers", async () => {
+  const cableClient = await ActionCableClient.connect(cable.url);
+  try {
+    await cableClient.subscribe("ClusterAgentChannel", { agent_id: "42" });
+    const page = await browser.page();
+    await page.goto(kas.addresses.dashboard!);
+    expect(new URL(page.url()).pathname).toBe("/login");
+    await page.fill("#token", DASHBOARD_TOKEN);
+    await page.click("button[type=submit]");
+    await page.waitForURL(`${kas.addresses.dashboard}/`, { timeout: WAIT });
+
+    // What agentk saw first: three Ready nodes, five Running pods, nothing rolling out.
+    await shows(page, "status", "connected");
+    await shows(page, "nodes-ready", "3/3");
+    await shows(page, "pods", "5");
+    await shows(page, "rollouts", "none");
+
+    // A Deployment scaled, its new pods not ready yet: a rollout in progress.
+    scaleDeployment(kube.store, NS, "cart", 5);
+    kube.store.setDeploymentStatus(NS, "cart", 3);
+    await shows(page, "rollouts", `Deployment ${NS}/cart`);
+    await shows(page, "rollouts-count", "1 rolling out");
+
+    // A node goes NotReady.
+    setNodeReady(kube.store, "node-2", false);
+    await shows(page, "nodes-ready", "2/3");
+    const change = await cableClient.message<ViewEvent>(
+      (m) => m.type === "change" && m.views.nodes?.ready === 2,
+      WAIT,
+      `the NotReady node on ActionCable (its log: ${cable.output.slice(-2000)})`,
+    );
+    expect(change).toMatchObject({ agentId: "42", views: { nodes: { total: 3, ready: 2 } } });
+    expect(
+      cableClient.messages.some(
+        (m) =>
+          (m as ViewEvent).type === "change" &&
+          (m as Extract<ViewEvent, { type: "change" }>).views.workloads?.rollouts.some(
+            (r) => r.name === "cart" && r.state !== "complete",
+          ),
+      ),
+    ).toBe(true);
+
+    await mkdir(".tmp", { recursive: true });
+    await page.screenshot({ path: ".tmp/dashboard-e2e.png", fullPage: true });
+
+    // The agent goes away: the page and ActionCable are told.
+    await agent!.stop(0);
+    agent = undefined;
+    await shows(page, "status", "disconnected");
+    await cableClient.message<ViewEvent>(
+      (m) => m.type === "disconnected",
+      WAIT,
+      "the disconnection on ActionCable",
+    );
+    await page.screenshot({ path: ".tmp/dashboard-e2e-disconnected.png", fullPage: true });
+  } finally {
+    cableClient.close();
+  }
+});
