@@ -18,6 +18,21 @@ export const VIEW_LIMITS = {
 
 const count = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
 const name = z.string().max(VIEW_LIMITS.name);
+/** A namespace's name is a DNS label (RFC 1123), as Kubernetes requires. */
+const NAMESPACE_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const namespaceName = z.string().regex(NAMESPACE_NAME, "a namespace's name is a DNS label (RFC 1123)");
+/**
+ * Keys checked on the object as parsed, before the record: zod's record skips a `__proto__` key
+ * without a word, so only this refuses it.
+ */
+const namespaceKeys = z.custom<Record<string, unknown>>(
+  (v) =>
+    typeof v === "object" &&
+    v !== null &&
+    !Array.isArray(v) &&
+    Object.keys(v).every((k) => NAMESPACE_NAME.test(k)),
+  "every key is a namespace's name, a DNS label (RFC 1123)",
+);
 const resources = z.strictObject({ cpuMillis: count, memoryBytes: count });
 const phases = z.strictObject({
   Pending: count,
@@ -33,8 +48,8 @@ export const clusterViewsSchema = z.strictObject({
     .optional(),
   pods: z
     .strictObject({
-      namespaces: z
-        .record(name, z.strictObject({ phases, restarts: count }))
+      namespaces: namespaceKeys
+        .pipe(z.record(namespaceName, z.strictObject({ phases, restarts: count })))
         .refine((r) => Object.keys(r).length <= VIEW_LIMITS.namespaces, {
           message: `at most ${VIEW_LIMITS.namespaces} namespaces`,
         }),

@@ -97,10 +97,32 @@ export class ModuleRunner<Deps> {
       await Promise.all(
         this.#built
           .filter((b) => b.phase === phase)
-          .map((b) => attempt(() => b.module.close?.(left)).catch(failed(b.module.name, "close"))),
+          .map((b) => closeWithin(b.module, left).catch(failed(b.module.name, "close"))),
       );
     }
     if (failures.length > 0) throw new ModuleCloseError(failures, failures.map((f) => f.message).join("; "));
+  }
+}
+
+/**
+ * How long past its share of the grace a module's close may take before the stop goes on without
+ * it: a close that never settles must not keep the process from exiting.
+ */
+const CLOSE_OVERRUN_MS = 2000;
+
+/** `module.close(graceMs)`, rejected once it overruns its grace by {@link CLOSE_OVERRUN_MS}. */
+async function closeWithin(module: Module, graceMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const overrun = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`did not close within ${graceMs + CLOSE_OVERRUN_MS} ms`)),
+      graceMs + CLOSE_OVERRUN_MS,
+    );
+  });
+  try {
+    await Promise.race([attempt(() => module.close?.(graceMs)), overrun]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -1,6 +1,6 @@
 // HTTP pieces the daemons and their modules share: the guard every front runs under, graceful
 // listeners, kas's HTTP to an agent's services over the router, agentk's forwarder to in-cluster
-// upstreams, error mapping.
+// upstreams, error mapping, Server-Sent Events.
 export {
   AgentHttpProxy,
   type AgentHttpProxyOptions,
@@ -9,6 +9,7 @@ export {
   ResponseAbortedError,
   SERVICE_NAME,
 } from "./agent-proxy.ts";
+export { type EventStream, type EventStreamOptions, eventFrame, openEventStream } from "./event-stream.ts";
 export * from "./forwarder.ts";
 export * from "./guard.ts";
 export * from "./http-error.ts";

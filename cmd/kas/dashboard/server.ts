@@ -3,9 +3,11 @@
 // configured, everything but the login page and the static bundle needs a session cookie.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { RateLimiterMemory } from "rate-limiter-flexible";
-import type { ViewEvent, ViewsHub } from "../../../modules/cluster_views/views.ts";
+import { serveEvents } from "../../../modules/cluster_views/kas/sse.ts";
+import type { ViewsHub } from "../../../modules/cluster_views/views.ts";
 import type { ListenConfig } from "../../common/config/values.ts";
 import {
+  type EventStream,
   type GuardLog,
   HttpError,
   type HttpListener,
@@ -14,7 +16,6 @@ import {
 } from "../../common/http/index.ts";
 import type { RequestMetrics } from "../../common/observability/index.ts";
 import type { DashboardAssets } from "./assets.ts";
-import { type EventStream, openEventStream } from "./event-stream.ts";
 import { appPage, CONTENT_SECURITY_POLICY, loginPage } from "./pages.ts";
 import { type DashboardSessions, dashboardSessions } from "./session.ts";
 
@@ -107,31 +108,26 @@ export async function serveDashboard(o: DashboardServerOptions): Promise<Dashboa
         "retry-after": "5",
       });
     }
-    const lastEventId = req.headers["last-event-id"];
-    let unsubscribe: (() => void) | undefined;
-    const stream = openEventStream(req, res, {
-      heartbeatMs: o.heartbeatMs ?? 15_000,
-      maxBufferedBytes: o.maxBufferedBytes ?? 1024 * 1024,
-      onClose: (reason) => {
-        unsubscribe?.();
-        streams.delete(stream);
-        o.onStreams?.(streams.size);
-        if (reason === "too slow") o.onDrop?.(reason);
-      },
-    });
-    streams.add(stream);
-    o.onStreams?.(streams.size);
-    const forward = (event: ViewEvent) =>
-      stream.send({ id: event.id, event: event.type, data: JSON.stringify(event) });
-    unsubscribe = o.hub.subscribe(
-      typeof lastEventId === "string" && lastEventId !== "" ? { lastEventId } : {},
-      forward,
-      (reason) => {
-        o.onDrop?.(reason);
-        stream.close(reason);
+    // Not awaited: the stream outlives this handler; `streams` follows it.
+    void serveEvents(
+      req,
+      res,
+      {},
+      {
+        hub: o.hub,
+        heartbeatMs: o.heartbeatMs ?? 15_000,
+        maxBufferedBytes: o.maxBufferedBytes ?? 1024 * 1024,
+        onOpen: (stream) => {
+          streams.add(stream);
+          o.onStreams?.(streams.size);
+        },
+        onClose: (reason, stream) => {
+          streams.delete(stream);
+          o.onStreams?.(streams.size);
+          if (reason === "too slow" || reason.startsWith("dropped: ")) o.onDrop?.(reason);
+        },
       },
     );
-    if (stream.closed) unsubscribe();
   };
 
   const listener: HttpListener = await listenHttp({

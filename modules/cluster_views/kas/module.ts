@@ -52,8 +52,11 @@ export function clusterViewsModule(options: ClusterViewsKasOptions = {}): KasMod
       addClusterViewsService({ rpc: agentRpc, hub, metrics, log, refreshMs: o.presenceTtlMs / 3, streams });
       const sse = {
         hub,
-        metrics,
-        log,
+        onClose: (reason: string) => {
+          if (reason !== "too slow") return;
+          metrics.dropped.inc({ reason: "slow" });
+          log.info("cut a views events subscriber that reads too slowly");
+        },
         heartbeatMs: o.heartbeatMs,
         maxBufferedBytes: o.maxBufferedBytes,
         retryMs: 2000,

@@ -12,7 +12,7 @@ const validViews = fc.record(
     nodes: fc.record({ total: count, ready: count, capacity: resources, allocatable: resources }),
     pods: fc.record({
       namespaces: fc.dictionary(
-        fc.string({ minLength: 1, maxLength: 20 }),
+        fc.stringMatching(/^[a-z0-9]([-a-z0-9]{0,18}[a-z0-9])?$/),
         fc.record({ phases, restarts: count }),
         {
           maxKeys: VIEW_LIMITS.namespaces,
@@ -75,6 +75,22 @@ test("property: any JSON text is parsed or refused with a reason, never thrown",
       },
     ),
   );
+});
+
+test("a namespace that is no DNS label is refused, not dropped (a record would lose __proto__ silently)", () => {
+  const pods = (ns: string) =>
+    JSON.stringify({
+      pods: {
+        namespaces: JSON.parse(
+          `{${JSON.stringify(ns)}:{"phases":{"Pending":0,"Running":1,"Succeeded":0,"Failed":0,"Unknown":0},"restarts":0}}`,
+        ),
+      },
+    });
+  for (const ns of ["__proto__", "Shop", "-a", "a".repeat(64)]) {
+    const r = parseClusterViews(pods(ns));
+    expect(r, ns).toHaveProperty("error");
+  }
+  expect(parseClusterViews(pods("kube-system"))).toHaveProperty("views.pods.namespaces.kube-system");
 });
 
 test("beyond the bounds: refused", () => {

@@ -110,6 +110,23 @@ describe("module runner", () => {
     ]);
   });
 
+  test("a module whose close never settles: the stop goes on without it once its grace is overrun", async () => {
+    const log: string[] = [];
+    const stuck: ModuleFactory<{ tag: string }> = {
+      name: "stuck",
+      phase: Phase.capability,
+      create: () => ({ name: "stuck", close: () => new Promise<void>(() => {}) }),
+    };
+    const runner = new ModuleRunner([recorder(log, "obs", Phase.observability), stuck]);
+    await runner.start({ tag: "x" });
+    const err = await runner.close(50).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ModuleCloseError);
+    const [failure] = (err as ModuleCloseError).errors;
+    expect(failure?.message).toBe("module stuck failed to close");
+    expect(String((failure?.cause as Error).message)).toMatch(/^did not close within \d+ ms$/);
+    expect(log).toContain("close obs now"); // the next phase still closed, its grace spent
+  });
+
   test("one grace period for all phases: a slow phase leaves the next what remains", async () => {
     const log: string[] = [];
     const runner = new ModuleRunner([

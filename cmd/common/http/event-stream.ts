@@ -7,15 +7,34 @@ export interface EventStreamOptions {
   heartbeatMs: number;
   /** Bytes written but not yet taken by the client at most; beyond, the stream is cut. */
   maxBufferedBytes: number;
-  /** Told once when the stream ends: the client left, it was too slow, or `close` was called. */
+  /** The client's reconnection delay (`retry:`), sent first when given. */
+  retryMs?: number;
+  /**
+   * Told once when the stream ends, with why: "client left", "too slow" (past `maxBufferedBytes`),
+   * or the reason given to `close`.
+   */
   onClose: (reason: string) => void;
 }
 
 export interface EventStream {
   /** Sends one event; false (and the stream is cut) when the client is too far behind. */
   send(event: { id?: string; event?: string; data: string }): boolean;
+  /** Sends an event already formatted by {@link eventFrame} (one text for many streams). */
+  sendFrame(frame: string): boolean;
+  /** Ends the stream, saying `reason` in a comment. */
   close(reason: string): void;
   readonly closed: boolean;
+}
+
+/** One event's text on the wire. */
+export function eventFrame({ id, event, data }: { id?: string; event?: string; data: string }): string {
+  return (
+    `${id !== undefined ? `id: ${oneLine(id)}\n` : ""}${event !== undefined ? `event: ${oneLine(event)}\n` : ""}` +
+    `${data
+      .split("\n")
+      .map((line) => `data: ${line}\n`)
+      .join("")}\n`
+  );
 }
 
 export function openEventStream(
@@ -28,38 +47,35 @@ export function openEventStream(
     "cache-control": "no-store",
     "x-accel-buffering": "no",
   });
-  res.flushHeaders();
+  if (o.retryMs !== undefined) res.write(`retry: ${o.retryMs}\n\n`);
+  else res.flushHeaders();
   let closed = false;
   const heartbeat = setInterval(() => write(": heartbeat\n\n"), o.heartbeatMs);
-  const end = (reason: string) => {
+  const end = (reason: string, comment?: string) => {
     if (closed) return;
     closed = true;
     clearInterval(heartbeat);
-    res.end();
+    // Said in a comment, for whoever reads the raw stream.
+    if (comment !== undefined && !res.destroyed) res.end(`: ${oneLine(comment)}\n\n`);
+    else res.end();
     o.onClose(reason);
   };
   req.once("close", () => end("client left"));
   const write = (text: string): boolean => {
     if (closed) return false;
     if (res.writableLength > o.maxBufferedBytes) {
-      // Said in a comment first, for whoever reads the raw stream.
-      res.write(": dropped: too slow\n\n");
+      // What waits unsent would never reach it in time: let go of it all now.
       end("too slow");
+      res.destroy();
       return false;
     }
     res.write(text);
     return true;
   };
   return {
-    send: ({ id, event, data }) =>
-      write(
-        `${id !== undefined ? `id: ${oneLine(id)}\n` : ""}${event !== undefined ? `event: ${oneLine(event)}\n` : ""}` +
-          `${data
-            .split("\n")
-            .map((line) => `data: ${line}\n`)
-            .join("")}\n`,
-      ),
-    close: end,
+    send: (event) => write(eventFrame(event)),
+    sendFrame: write,
+    close: (reason) => end(reason, reason),
     get closed() {
       return closed;
     },
