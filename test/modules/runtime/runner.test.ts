@@ -121,9 +121,9 @@ describe("module runner", () => {
     await runner.start({ tag: "x" });
     const err = await runner.close(50).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ModuleCloseError);
-    const [failure] = (err as ModuleCloseError).errors;
-    expect(failure?.message).toBe("module stuck failed to close");
-    expect(String((failure?.cause as Error).message)).toMatch(/^did not close within \d+ ms$/);
+    const failure = (err as ModuleCloseError).errors[0]!;
+    expect(failure.message).toBe("module stuck failed to close");
+    expect((failure.cause as Error).message).toMatch(/^did not close within \d+ ms$/);
     expect(log).toContain("close obs now"); // the next phase still closed, its grace spent
   });
 
