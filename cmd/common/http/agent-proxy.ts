@@ -1,11 +1,11 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
-import { pipeline } from "node:stream/promises";
 import type { Dispatcher } from "undici";
 import type { Router } from "../../../lib/router/index.ts";
 import { splice } from "../../../lib/router/index.ts";
 import { Kind, TunnelDispatcher } from "../../../lib/tunnel/index.ts";
 import { connectionTokens, HOP_BY_HOP, isEndToEnd } from "./hop-by-hop.ts";
+import { relayBody } from "./relay-body.ts";
 
 /** Which agent, and which of its services (`kubernetes`, or an allow-listed name such as `prometheus`). */
 export interface AgentTarget {
@@ -116,8 +116,7 @@ export class AgentHttpProxy {
       if (value !== undefined && isEndToEnd(name, tokens)) headers[name] = value;
     }
     res.writeHead(upstream.statusCode, headers);
-    res.flushHeaders();
-    // Whichever end fails first is the cause: the pipeline then tears down the other one.
+    // Whichever end fails first is the cause: the relay then tears down the other one.
     let first: "client" | "agent" | undefined;
     res.once("close", () => {
       first ??= "client";
@@ -126,9 +125,8 @@ export class AgentHttpProxy {
       first ??= "agent";
     });
     try {
-      await pipeline(upstream.body, res);
+      await relayBody(upstream.body, res);
     } catch (err) {
-      res.destroy();
       if (first !== "client") throw new ResponseAbortedError(target, err);
     }
   }

@@ -6,6 +6,7 @@ import * as https from "node:https";
 import type { Duplex } from "node:stream";
 import { connectionTokens, isEndToEnd } from "./hop-by-hop.ts";
 import { responseHead } from "./raw-answer.ts";
+import { relayBody } from "./relay-body.ts";
 
 export interface Upstream {
   /** Base URL; request paths are appended to its path (e.g. an API server behind a path prefix). */
@@ -110,9 +111,9 @@ export function createForwarder(upstream: Upstream, options: ForwarderOptions): 
           up.on("response", (ur) => {
             status = ur.statusCode ?? 502;
             res.writeHead(status, ur.statusMessage, endToEnd(ur.headers));
-            res.flushHeaders(); // a watch may say nothing for minutes: the client must see the head now
-            ur.on("error", failMidway);
-            ur.pipe(res);
+            ur.on("error", failMidway); // before the relay's own listener: counted as "aborted"
+            // Failures are seen by failMidway above, or by the close listener below (the client left).
+            relayBody(ur, res).catch(() => {});
           });
           // The client went away (or the stream was reset) before the response finished.
           res.once("close", () => {
