@@ -2,14 +2,19 @@
 // through kas's Kubernetes API proxy with a CI job's token (GitLab's allowed_agents, the agent's
 // ci_access, impersonation as gitlab:ci_job:<id>) and agentk, against the same request straight to
 // the Kubernetes test server. Counts GitLab's authorization calls: a cold burst of concurrent
-// requests shares one lookup, and the warm cache asks no more.
+// requests shares one lookup, and the warm cache asks no more. Also the floor under the kas path:
+// the same request through two bare Node.js proxies in a chain (bare-proxies.ts).
 import { Agent, type Dispatcher } from "undici";
 import { startKubeProxySetup } from "../../test/support/kube-proxy-setup.ts";
+import { testPki } from "../../test/support/tls-certs.ts";
+import { startBareProxies } from "./bare-proxies.ts";
 
 export interface KubeListRun {
   /** Latency of each request, ms. */
   direct: number[];
   kas: number[];
+  /** Two bare Node.js proxies in a chain, nothing else (the kas path's floor). */
+  bare: number[];
   /** Calls to GitLab's allowed_agents / authorize_proxy_user during the run. */
   gitlabAuthCalls: number;
   /** How long the run took, and kas's cache TTL for GitLab's answers: at most one call per TTL started. */
@@ -46,7 +51,9 @@ export async function measureKubeList(o: {
     user: { id: 5, username: "bench" },
     allowedAgents: [{ id: 42, configProjectId: 7 }],
   });
-  type Path = "direct" | "kas";
+  const pki = await testPki();
+  const bare = await startBareProxies({ upstream: kube, tls: pki });
+  type Path = "direct" | "kas" | "bare";
   const target: Record<Path, { origin: string; dispatcher: Dispatcher; token: string }> = {
     direct: { origin: kube.url, dispatcher: new Agent({ connect: { ca: kube.caCert } }), token: kube.token },
     kas: {
@@ -54,6 +61,7 @@ export async function measureKubeList(o: {
       dispatcher: new Agent({ connect: { ca: setup.caCert } }),
       token: `ci:42:${JOB_TOKEN}`,
     },
+    bare: { origin: bare.url, dispatcher: new Agent({ connect: { ca: pki.caCert } }), token: "unused" },
   };
   const list = async (p: Path): Promise<number> => {
     const { origin, dispatcher, token } = target[p];
@@ -71,6 +79,7 @@ export async function measureKubeList(o: {
   const out: KubeListRun = {
     direct: [],
     kas: [],
+    bare: [],
     gitlabAuthCalls: 0,
     elapsedMs: 0,
     ttlMs: kas.config.agent.kubernetesApi.allowedAgentCacheTtlMs,
@@ -83,15 +92,17 @@ export async function measureKubeList(o: {
     o.log(
       `kube list: ${o.burst} concurrent cold requests through kas -> ${gitlab.proxyAuthRequests - callsBefore} GitLab call(s)`,
     );
-    for (let i = 0; i < 100; i++) for (const p of ["direct", "kas"] as const) await list(p);
+    const paths: Path[] = ["direct", "kas", "bare"];
+    for (let i = 0; i < 100; i++) for (const p of paths) await list(p);
     for (let t = 0; t < o.trials; t++) {
-      const order: Path[] = t % 2 === 0 ? ["direct", "kas"] : ["kas", "direct"];
+      const order = t % 2 === 0 ? paths : [...paths].reverse();
       for (const p of order) for (let i = 0; i < o.requests; i++) out[p].push(await list(p));
     }
     out.gitlabAuthCalls = gitlab.proxyAuthRequests - callsBefore;
     out.elapsedMs = performance.now() - t0;
   } finally {
     for (const { dispatcher } of Object.values(target)) await dispatcher.close();
+    await bare.close();
     await setup.close();
   }
   return out;

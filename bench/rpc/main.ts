@@ -160,6 +160,7 @@ const result = {
   grpc_unary_p99_us: stat((p) => percentile(grpcUs[p], 99), 1),
   kube_list_ms: { direct: round(percentile(kube.direct, 50), 2), kas: round(percentile(kube.kas, 50), 2) },
   gitlab_auth_calls: kube.gitlabAuthCalls,
+  kube_list_bare_proxies_ms: round(percentile(kube.bare, 50), 2),
 };
 const kubeP99 = { direct: round(percentile(kube.direct, 99), 2), tunnel: round(percentile(kube.kas, 99), 2) };
 const ratio = (o: Pair) => round(o.tunnel / o.direct, 2);
@@ -196,6 +197,11 @@ if (args.json) {
           `<= 2x (${met(targets.kube_list_ms)})`,
         ),
         row("kube list pods p99 ms (kas: CI job token)", kubeP99, "-"),
+        row(
+          "kube list pods p50 ms (floor: two bare Node.js proxies, no tunnel)",
+          { direct: result.kube_list_ms.direct, tunnel: result.kube_list_bare_proxies_ms },
+          "-",
+        ),
         [
           `GitLab authorization calls (kube run ${round(kube.elapsedMs / 1000, 0)} s, TTL ${kube.ttlMs / 1000} s)`,
           "-",

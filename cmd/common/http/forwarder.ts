@@ -222,9 +222,19 @@ function withRepeated(
   headers: http.OutgoingHttpHeaders,
   req: http.IncomingMessage,
 ): http.OutgoingHttpHeaders {
-  for (const [name, values] of Object.entries(req.headersDistinct)) {
-    if (name.startsWith("impersonate-") && values !== undefined && values.length > 1) headers[name] = values;
+  // Reads the raw list, not `headersDistinct`: that getter builds an array for every header of
+  // every request, and most requests carry no repeated Impersonate-* line at all.
+  let lines: Map<string, string[]> | undefined;
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    if (!name.startsWith("impersonate-")) continue;
+    lines ??= new Map();
+    const values = lines.get(name);
+    if (values === undefined) lines.set(name, [raw[i + 1]!]);
+    else values.push(raw[i + 1]!);
   }
+  for (const [name, values] of lines ?? []) if (values.length > 1) headers[name] = values;
   return headers;
 }
 

@@ -28,7 +28,8 @@ export function relayBody(body: Readable, res: ServerResponse): Promise<void> {
     body.once("error", fail);
     res.once("error", fail);
     res.once("close", () => {
-      if (!res.writableFinished) fail(new Error("the client closed the connection before the response was complete"));
+      if (!res.writableFinished)
+        fail(new Error("the client closed the connection before the response was complete"));
     });
     res.once("finish", () => {
       settled = true;

@@ -31,7 +31,7 @@ export function authorizeProxyRequest(o: ProxyAuthorizationOptions): AuthorizePr
       }
       case "ci_job": {
         const job = await needGitLab("CI job tokens").allowedAgentsForJob(creds.jobToken, signal);
-        return ciJobAccess(creds.agentId, job, await o.configurations.get(creds.agentId));
+        return ciJobAccessOnce(creds.agentId, job, await o.configurations.get(creds.agentId));
       }
       default: {
         const { agentId } = creds;
@@ -58,6 +58,29 @@ export function authorizeProxyRequest(o: ProxyAuthorizationOptions): AuthorizePr
       }
     }
   };
+}
+
+/**
+ * The last decision per GitLab answer: the answer cache hands out the same object while it holds
+ * it, and the agent's configuration is the same object until it changes, so a job's requests
+ * build the impersonation headers once, not on each request (a sixth of kas's own work per
+ * request in `bench:rpc`'s kube list). Refusals are not kept: they are rare and cheap to repeat.
+ */
+const lastCiAccess = new WeakMap<
+  AllowedAgentsForJob,
+  { agentId: string; config: unknown; access: ProxyAccess }
+>();
+
+function ciJobAccessOnce(
+  agentId: string,
+  job: AllowedAgentsForJob,
+  config: Parameters<typeof ciAuthorization>[1] | undefined,
+): ProxyAccess {
+  const last = lastCiAccess.get(job);
+  if (last !== undefined && last.agentId === agentId && last.config === config) return last.access;
+  const access = ciJobAccess(agentId, job, config);
+  lastCiAccess.set(job, { agentId, config, access });
+  return access;
 }
 
 function ciJobAccess(

@@ -57,15 +57,20 @@ export async function serveKubernetesProxy(options: KubernetesProxyOptions): Pro
       return failure(404, `the Kubernetes API is served under ${prefix}/`);
     }
     const rest = raw.slice(prefix.length);
-    const drop = new Set(CREDENTIAL_HEADERS);
-    for (const name of Object.keys(req.headers)) {
+    let drop = CREDENTIAL_HEADERS;
+    for (const name in req.headers) {
       if (!name.startsWith("impersonate-")) continue;
       if (access.impersonate !== undefined) {
         return failure(403, `kas impersonates on this agent's behalf: the request may not set ${name}`);
       }
-      drop.add(name);
+      if (drop === CREDENTIAL_HEADERS) drop = new Set(CREDENTIAL_HEADERS);
+      (drop as Set<string>).add(name);
     }
-    return { path: rest.startsWith("/") ? rest : `/${rest}`, drop, add: { ...access.impersonate } };
+    return {
+      path: rest.startsWith("/") ? rest : `/${rest}`,
+      drop,
+      ...(access.impersonate !== undefined && { add: access.impersonate }),
+    };
   };
 
   const authorizeOrFail = async (
