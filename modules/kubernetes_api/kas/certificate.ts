@@ -89,7 +89,7 @@ export async function ensureCertificate(
   }
   const now = options.now ?? Date.now();
   const names = [...new Set(["localhost", "127.0.0.1", "::1", hostname(), ...(options.extraNames ?? [])])];
-  await removeStaleTemporaries(dir, now);
+  await removeStaleTemporaries(dir);
   for (let round = 0; round < MAX_ROUNDS; round++) {
     const latest = await latestGeneration(dir);
     const previous = latest ?? { n: 0, ...(await legacySet(dir)) };
@@ -266,7 +266,9 @@ async function removeOldGenerations(dir: string, n: number): Promise<void> {
   }
 }
 
-async function removeStaleTemporaries(dir: string, now: number): Promise<void> {
+/** By the real clock (`now` may be a test's), so another process's directory in the making is never taken. */
+async function removeStaleTemporaries(dir: string): Promise<void> {
+  const now = Date.now();
   for (const name of await readdir(dir)) {
     if (!name.startsWith(".tmp-")) continue;
     const path = join(dir, name);
