@@ -1,11 +1,10 @@
 // `kas kubeconfig --agent-id N`: a kubeconfig for the agent's cluster through this kas's Kubernetes
 // API proxy, ready for kubectl: the proxy's URL, the CA kas made for it (data_dir), and a token
 // (the agent's static dev token, or the one given: ci:N:<job token>, pat:N:<personal access token>).
-import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
-import { stringify } from "yaml";
-import { kasDataDir, proxyTls } from "../../modules/kubernetes_api/kas/listener-tls.ts";
-import { parseStaticTokens } from "./auth/static-authenticator.ts";
+import { KubeconfigError, proxyKubeconfig } from "../../modules/kubernetes_api/kas/kubeconfig.ts";
+import { kasDataDir } from "../../modules/kubernetes_api/kas/listener-tls.ts";
+import { staticTokenFor } from "./auth/static-authenticator.ts";
 import { ConfigError, type KasConfig, loadKasConfig } from "./config/index.ts";
 
 export const KUBECONFIG_HELP = `Usage: kas kubeconfig --agent-id <id> [--server <url>] [--token <token>] [--config kas.yaml]
@@ -63,48 +62,26 @@ export function parseKubeconfigArgs(argv: readonly string[]): KubeconfigArgs | u
   };
 }
 
-/** The kubeconfig's YAML. */
+/** The kubeconfig's YAML (the same as GitLab's API answers: proxyKubeconfig). */
 export async function kubeconfigFor(args: KubeconfigArgs, config: KasConfig): Promise<string> {
-  const section = config.agent.kubernetesApi;
-  const tls = await proxyTls(section, kasDataDir(config.dataDir));
-  const scheme = section.listen.plaintext && tls.certificateFile === undefined ? "http" : "https";
-  const server = args.server ?? defaultServer(scheme, section.listen.address, section.urlPathPrefix);
-  const token = args.token ?? (await staticToken(config, args.agentId));
-  const name = `kas-agent-${args.agentId}`;
-  const cluster: Record<string, string> = { server };
-  if (tls.caFile)
-    cluster["certificate-authority-data"] = Buffer.from(await readFile(tls.caFile)).toString("base64");
-  return stringify({
-    apiVersion: "v1",
-    kind: "Config",
-    clusters: [{ name, cluster }],
-    users: [{ name, user: { token } }],
-    contexts: [{ name, context: { cluster: name, user: name } }],
-    "current-context": name,
-  });
-}
-
-function defaultServer(
-  scheme: string,
-  address: { host: string | undefined; port: number },
-  prefix: string,
-): string {
-  if (address.port === 0) throw usage("agent.kubernetes_api.listen.address has port 0: give --server");
-  const host =
-    address.host === undefined || ["", "0.0.0.0", "::"].includes(address.host) ? "127.0.0.1" : address.host;
-  const path = prefix.replace(/\/+$/, "");
-  return `${scheme}://${host.includes(":") ? `[${host}]` : host}:${address.port}${path}`;
-}
-
-async function staticToken(config: KasConfig, agentId: string): Promise<string> {
   const file = config.agent.staticTokensFile;
-  if (file !== undefined) {
-    const tokens = parseStaticTokens(await readFile(file, "utf8"), file);
-    for (const [token, agent] of tokens) if (agent.agentId === agentId) return token;
+  const token = args.token ?? (file === undefined ? undefined : await staticTokenFor(file, args.agentId));
+  if (token === undefined)
+    throw usage(
+      `agent ${args.agentId} has no token in agent.static_tokens_file: give --token (ci:${args.agentId}:<CI job token> or pat:${args.agentId}:<personal access token>)`,
+    );
+  try {
+    return await proxyKubeconfig({
+      agentId: args.agentId,
+      token,
+      ...(args.server !== undefined && { server: args.server }),
+      config: config.agent.kubernetesApi,
+      dataDir: kasDataDir(config.dataDir),
+    });
+  } catch (err) {
+    if (err instanceof KubeconfigError) throw usage(`${err.message}: give --${err.missing}`);
+    throw err;
   }
-  throw usage(
-    `agent ${agentId} has no token in agent.static_tokens_file: give --token (ci:${agentId}:<CI job token> or pat:${agentId}:<personal access token>)`,
-  );
 }
 
 /** The subcommand: 0 printed, 2 bad usage or configuration. */

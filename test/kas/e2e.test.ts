@@ -177,6 +177,14 @@ describe("kas process, end to end", () => {
           expect.objectContaining({ agentId: AGENT_ID, projectId: "7", agentName: "prod", tunnels: 1 }),
         ]);
       }
+      // The tunnel's connection id travels with A's summary: B lists the one A made.
+      const connectionIds = async (kas: KasProcess) =>
+        ((await listed(kas)) as { connections?: { connectionId: string }[] }[]).flatMap(
+          (x) => x.connections?.map((c) => c.connectionId) ?? [],
+        );
+      const [atA] = await connectionIds(a);
+      expect(atA).toMatch(/^[1-9]\d*$/);
+      expect(await connectionIds(b)).toEqual([atA]);
       for (const kas of [a, b]) {
         const ready = await fetch(`${kas.addresses.observability}/readiness`);
         expect(ready.status).toBe(200);

@@ -57,7 +57,13 @@ export interface TestJob {
   project: { id: number; path: string; groups: number[] };
   user: { id: number; username: string };
   environment?: { slug: string; tier: string };
-  /** The agents GitLab lets the job use, with GitLab's copy of the matching ci_access entry. */
+  /** Whether the job's pipeline runs for a protected branch or tag (Rails' `pipeline.protected_ref?`). Default false. */
+  protectedRef?: boolean;
+  /**
+   * The agents GitLab lets the job use, with GitLab's copy of the matching ci_access entry (as Rails
+   * stored it from config.yaml, e.g. `{access_as: {ci_job: {}}, protected_branches_only: true}`).
+   * Entries with `protected_branches_only` are left out unless `protectedRef`, as Rails does.
+   */
   allowedAgents: { id: number; configProjectId: number; configuration?: Record<string, unknown> }[];
 }
 
@@ -352,10 +358,18 @@ export function agentInfoBody(agent: TestAgent) {
   };
 }
 
-/** The allowed_agents body as GitLab's Rails API renders it (Entities::Clusters::AgentAuthorization, ...). */
+/**
+ * The allowed_agents body as GitLab's Rails API renders it (Entities::Clusters::Agents::Authorizations::CiAccess,
+ * ...). Rails' CiAccess::FilterService leaves out the authorizations whose configuration says
+ * `protected_branches_only` when the pipeline's ref is not protected; the answer itself carries no
+ * ref and no protected flag, only the kept entries' configuration.
+ */
 export function allowedAgentsBody(job: TestJob) {
+  const kept = job.allowedAgents.filter(
+    (a) => job.protectedRef === true || a.configuration?.protected_branches_only !== true,
+  );
   return {
-    allowed_agents: job.allowedAgents.map((a) => ({
+    allowed_agents: kept.map((a) => ({
       id: a.id,
       config_project: { id: a.configProjectId },
       configuration: a.configuration ?? {},

@@ -4,7 +4,7 @@ import type { KasConfig, KasSecrets } from "../config/index.ts";
 import { AgentAuthError } from "./errors.ts";
 import { type AuthLog, GitLabInternalApi, gitlabClientOptions } from "./gitlab-authenticator.ts";
 import { GitLabProxyAuthorization } from "./proxy-gitlab.ts";
-import { loadStaticTokens } from "./static-authenticator.ts";
+import { loadStaticTokens, staticTokenFor } from "./static-authenticator.ts";
 import type { AgentAuthenticator } from "./types.ts";
 
 /**
@@ -60,6 +60,7 @@ export async function kubernetesProxyAccess(
   return {
     ...(staticTokensFile !== undefined && {
       agentToken: agentTokenAccess(await loadStaticTokens(staticTokensFile)),
+      staticTokenOf: (agentId: string) => staticTokenFor(staticTokensFile, agentId),
     }),
     ...(gitlab && { gitlab }),
     ...(external !== undefined && { cors: { allowedOrigins: [new URL(external).origin] } }),

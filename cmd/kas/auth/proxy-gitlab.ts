@@ -125,12 +125,17 @@ export function parseAllowedAgentsResponse(body: unknown): AllowedAgentsForJob {
       const agent = r.object(a, `allowed_agents[${i}]`);
       const configuration = agent.configuration == null ? {} : r.object(agent.configuration, "configuration");
       const namespace = r.optionalString(configuration, "default_namespace", "configuration.", true);
+      // The ci_access entry as GitLab stored it from the agent's config.yaml: a boolean when set.
+      const protectedOnly = configuration.protected_branches_only;
+      if (protectedOnly != null && typeof protectedOnly !== "boolean")
+        throw r.fail(`allowed_agents[${i}].configuration.protected_branches_only`, "expected a boolean");
       return {
         id: r.id(agent, "id"),
         configProjectId: r.id(r.object(agent.config_project, "config_project"), "id"),
         configuration: {
           ...(namespace && { defaultNamespace: namespace }),
           ...(configuration.access_as != null && { accessAs: ciAccessAs(r, configuration.access_as) }),
+          ...(protectedOnly === true && { protectedBranchesOnly: true }),
         },
       };
     }),

@@ -62,6 +62,16 @@ export async function loadStaticTokens(path: string): Promise<StaticTokenAuthent
   return new StaticTokenAuthenticator(parseStaticTokens(text, path));
 }
 
+/**
+ * The agent's token in the static tokens file, if it has one (the first listed): what a kubeconfig
+ * for the agent carries by default (`kas kubeconfig`, GitLab's API). Read when asked, never kept.
+ */
+export async function staticTokenFor(path: string, agentId: string): Promise<string | undefined> {
+  for (const [token, agent] of parseStaticTokens(await readFile(path, "utf8"), path))
+    if (agent.agentId === agentId) return token;
+  return undefined;
+}
+
 export function parseStaticTokens(text: string, path = "static tokens file"): Map<string, StaticAgent> {
   let doc: unknown;
   try {

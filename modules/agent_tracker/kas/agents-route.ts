@@ -8,8 +8,9 @@ export const AGENTS_ROUTE = "/api/v1/agents";
 
 /**
  * `GET /api/v1/agents[?project_id=N][&agent_id=N]` on GitLab's API ->
- * `{"agents": [{agentId, projectId, agentName, tunnels, connectedSince}]}`: agents with a tunnel
- * at any live kas replica (503 when Redis cannot say).
+ * `{"agents": [{agentId, projectId, agentName, tunnels, connectedSince, pods?, connections}]}`:
+ * agents with a tunnel at any live kas replica, each tunnel as `{connectionId, connectedAt, pod?}`
+ * (503 when Redis cannot say).
  */
 export function agentsRoute(tracker: Pick<AgentTracker, "connectedAgents">): ApiRoute {
   return {

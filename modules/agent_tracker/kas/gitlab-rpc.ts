@@ -9,23 +9,38 @@ import {
   protobufFileName,
 } from "../../../proto/gen/agent_tracker/v1/gitlab_rpc.ts";
 import { type GitLabRpc, positiveId, rpcError } from "../../runtime/index.ts";
-import type { AgentFilter, ConnectedAgent } from "./connected-agents.ts";
+import type { AgentFilter, AgentPod, ConnectedAgent } from "./connected-agents.ts";
 
 /** Ids in one call: GitLab asks for a page of agents or projects, never thousands. */
 export const MAX_IDS = 1000;
 
-/** Each agentk replica that reported itself is one entry (as GitLab lists them); an agent whose did not, one. */
+/**
+ * One entry per connection (tunnel), as GitLab lists them: its own id, when it connected, and the
+ * agentk replica behind it (empty until it reported itself). A summary from a kas replica older
+ * than connection ids has no connections: one entry per reported pod then, with connection id 0.
+ */
 export function connectedAgentInfos(agent: ConnectedAgent): ConnectedAgentInfo[] {
-  const base = {
-    connectedAt: new Date(agent.connectedSince),
-    connectionId: "0",
-    agentId: agent.agentId,
-    projectId: agent.projectId,
-  };
-  const pods = agent.pods ?? [{ namespace: "", name: "", version: "" }];
+  const ids = { agentId: agent.agentId, projectId: agent.projectId };
+  const meta = (pod: AgentPod | undefined) => ({
+    version: pod?.version ?? "",
+    commitId: "",
+    podNamespace: pod?.namespace ?? "",
+    podName: pod?.name ?? "",
+  });
+  if (agent.connections !== undefined) {
+    return agent.connections.map((c) => ({
+      ...ids,
+      connectionId: c.connectionId,
+      connectedAt: new Date(c.connectedAt),
+      agentMeta: meta(c.pod),
+    }));
+  }
+  const pods: (AgentPod | undefined)[] = agent.pods ?? [undefined];
   return pods.map((pod) => ({
-    ...base,
-    agentMeta: { version: pod.version, commitId: "", podNamespace: pod.namespace, podName: pod.name },
+    ...ids,
+    connectionId: "0",
+    connectedAt: new Date(agent.connectedSince),
+    agentMeta: meta(pod),
   }));
 }
 

@@ -4,10 +4,12 @@ import {
   type AgentFilter,
   type AgentPod,
   type ConnectedAgent,
+  type ConnectionRecord,
   mergeSummaries,
   parseSummary,
   summarize,
 } from "./connected-agents.ts";
+import { newConnectionId } from "./connection-id.ts";
 
 /**
  * Which agents have tunnels: this replica's, from the router's record of its tunnels, and every
@@ -15,9 +17,16 @@ import {
  */
 export class AgentTracker {
   readonly #router: Router;
-  /** What the agentk behind each tunnel reported about itself. */
-  readonly #pods = new WeakMap<AgentSession, AgentPod>();
-  readonly #podOf = (session: AgentSession) => this.#pods.get(session);
+  /** Each tunnel's connection id (made when first seen) and what the agentk behind it reported. */
+  readonly #records = new WeakMap<AgentSession, ConnectionRecord>();
+  readonly #recordOf = (session: AgentSession): ConnectionRecord => {
+    let record = this.#records.get(session);
+    if (record === undefined) {
+      record = { connectionId: newConnectionId() };
+      this.#records.set(session, record);
+    }
+    return record;
+  };
 
   constructor(router: Router) {
     this.#router = router;
@@ -29,13 +38,13 @@ export class AgentTracker {
   /** Agents with a tunnel at this replica, optionally only those of one project or one id. */
   localAgents(filter: AgentFilter = {}): ConnectedAgent[] {
     const ids = filter.agentId !== undefined ? [filter.agentId] : this.#router.local.registeredAgentIds();
-    const summaries = ids.flatMap((id) => summarize(this.#tunnels(id), this.#podOf) ?? []);
+    const summaries = ids.flatMap((id) => summarize(this.#tunnels(id), this.#recordOf) ?? []);
     return mergeSummaries(summaries, filter);
   }
 
   /** The agentk behind `session` says who it is; the agent's summary is republished. */
   report(session: AgentSession, pod: AgentPod): void {
-    this.#pods.set(session, pod);
+    this.#recordOf(session).pod = pod;
     if (this.#tunnels(session.identity.agentId).has(session)) this.#publish(session.identity.agentId);
   }
 
@@ -61,7 +70,7 @@ export class AgentTracker {
   /** This replica's summary of the agent in Redis (removed with its last tunnel). */
   #publish(agentId: string): void {
     if (!this.#router.clustered) return;
-    const summary = summarize(this.#tunnels(agentId), this.#podOf);
+    const summary = summarize(this.#tunnels(agentId), this.#recordOf);
     this.#router.cluster.describe(agentId, summary && JSON.stringify(summary));
   }
 }

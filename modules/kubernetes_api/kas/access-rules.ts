@@ -1,5 +1,5 @@
 // The agent's own rules for the proxy, from its configuration as kas read it: which CI jobs may use
-// it (`ci_access`: projects, groups, the instance; environments) and as whom; whether users may
+// it (`ci_access`: projects, groups, the instance; environments; protected refs) and as whom; whether users may
 // (`user_access`) and as whom. GitLab says who the caller is; these say what follows.
 import type { AgentConfiguration } from "../../runtime/index.ts";
 import { ProxyAccessError } from "./access.ts";
@@ -14,9 +14,24 @@ export interface CiAuthorization {
 }
 
 /**
+ * Whether the job's pipeline runs for a protected branch or tag, as far as GitLab's answer shows.
+ * GitLab's `allowed_agents` carries no ref and no `protected` flag: Rails filters instead, leaving
+ * out every ci_access entry with `protected_branches_only` unless the pipeline's ref is protected
+ * (Clusters::Agents::Authorizations::CiAccess::FilterService, `pipeline.protected_ref?`), and keeps
+ * the entry's `protected_branches_only` in the `configuration` it returns. So an entry with it in
+ * the answer, for any agent, shows the ref is protected; without one, kas cannot tell and takes the
+ * ref as unprotected (an entry kas requires protection for then refuses: safe, if stricter than
+ * GitLab while GitLab's copy of the configuration lags kas's).
+ */
+export function pipelineRefProtected(job: AllowedAgentsForJob): boolean {
+  return job.allowedAgents.some((a) => a.configuration.protectedBranchesOnly === true);
+}
+
+/**
  * The ci_access entry that lets this job use the agent: its project (by id or full path) first,
  * then one of the project's groups, then the instance; an entry with `environments` only for jobs
- * deploying to one of them (`*` matches any run of characters). 403 when none does.
+ * deploying to one of them (`*` matches any run of characters), one with `protected_branches_only`
+ * only for jobs whose pipeline ref is protected. 403 when none does.
  */
 export function ciAuthorization(
   agentId: string,
@@ -38,14 +53,21 @@ export function ciAuthorization(
     );
   }
   const slug = job.environment?.slug;
-  const entry = candidates.find(
+  const forEnvironment = candidates.filter(
     (c) => c.environments.length === 0 || (slug !== undefined && c.environments.some((e) => glob(e, slug))),
   );
-  if (entry === undefined) {
+  if (forEnvironment.length === 0) {
     throw forbidden(
       `agent ${agentId}'s ci_access allows project ${project.path ?? project.id} only for environments ${candidates
         .flatMap((c) => c.environments)
         .join(", ")}; this job's is ${slug ?? "none"}`,
+    );
+  }
+  const refProtected = pipelineRefProtected(job);
+  const entry = forEnvironment.find((c) => !c.protected_branches_only || refProtected);
+  if (entry === undefined) {
+    throw forbidden(
+      `agent ${agentId}'s ci_access allows project ${project.path ?? project.id} only for jobs on protected branches or tags (protected_branches_only); this job's pipeline ref is not protected`,
     );
   }
   return {

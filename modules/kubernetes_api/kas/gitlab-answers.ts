@@ -6,7 +6,16 @@ export interface AllowedAgent {
   id: string;
   configProjectId: string;
   /** GitLab's copy of the matching ci_access entry: used when kas has no configuration of the agent. */
-  configuration: { defaultNamespace?: string; accessAs?: CiAccessAs };
+  configuration: {
+    defaultNamespace?: string;
+    accessAs?: CiAccessAs;
+    /**
+     * The entry's `protected_branches_only`. GitLab leaves such an entry out of its answer unless
+     * the job's pipeline runs for a protected branch or tag (Rails' CiAccess::FilterService), so one
+     * in the answer shows that the ref is protected (see `pipelineRefProtected`).
+     */
+    protectedBranchesOnly?: boolean;
+  };
 }
 
 export type CiAccessAs =

@@ -24,5 +24,5 @@ export async function proxyTls(config: KubernetesApiConfig, dataDir: string): Pr
   if (plaintext) return {};
   const host = address.host;
   const specific = host !== undefined && !["", "0.0.0.0", "::"].includes(host);
-  return ensureCertificate(dataDir, specific ? [host] : []);
+  return ensureCertificate(dataDir, { extraNames: specific ? [host] : [] });
 }

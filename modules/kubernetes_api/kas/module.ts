@@ -1,14 +1,24 @@
 // The Kubernetes API proxy's kas half: its own listener (8154), where users and CI jobs reach an
-// agent's cluster; requests go over the agent's tunnel to the module's agentk half.
-import { type KasModuleFactory, listenerModule, Phase } from "../../runtime/index.ts";
+// agent's cluster; requests go over the agent's tunnel to the module's agentk half. On GitLab's
+// API, a kubeconfig for an agent's cluster through it.
+import {
+  type KasModuleDeps,
+  type KasModuleFactory,
+  type Listening,
+  listenerModule,
+  Phase,
+} from "../../runtime/index.ts";
 import { authorizeProxyRequest, type ProxyAuthorizationOptions } from "./authorize.ts";
 import type { KubernetesApiConfig } from "./config.ts";
 import type { CorsPolicy } from "./cors.ts";
+import { kubeconfigRoute } from "./kubeconfig-route.ts";
 import { proxyTls } from "./listener-tls.ts";
 import { serveKubernetesProxy } from "./proxy-server.ts";
 
 export interface KubernetesApiAccess extends Omit<ProxyAuthorizationOptions, "configurations"> {
   cors?: CorsPolicy;
+  /** The agent's static dev token, if it has one: the token of the kubeconfig GitLab's API answers. */
+  staticTokenOf?: (agentId: string) => Promise<string | undefined>;
 }
 
 /** `dataDir`: where kas keeps the certificate it makes when none is configured. */
@@ -17,8 +27,9 @@ export function kubernetesApiModule(
   access: KubernetesApiAccess,
   dataDir: string,
 ): KasModuleFactory {
+  let listening: Listening | undefined;
   // A front: it starts last and stops first (no new requests; those in flight get the grace period).
-  return listenerModule(
+  const front = listenerModule<KasModuleDeps>(
     "kubernetes_api",
     Phase.front,
     "kubernetesApi",
@@ -26,7 +37,7 @@ export function kubernetesApiModule(
       const tls = await proxyTls(config, dataDir);
       if (tls.caFile)
         log.info({ caFile: tls.caFile }, "Kubernetes API proxy: TLS with kas's own certificate");
-      return serveKubernetesProxy({
+      listening = await serveKubernetesProxy({
         listen: { ...config.listen, ...tls },
         urlPathPrefix: config.urlPathPrefix,
         authorize: authorizeProxyRequest({ ...access, configurations }),
@@ -35,6 +46,26 @@ export function kubernetesApiModule(
         ...(access.cors && { cors: access.cors }),
         log,
       });
+      return listening;
     },
   );
+  /** The configuration with the port bound (listen.address may say 0: any free port). */
+  const bound = (): KubernetesApiConfig => {
+    if (listening === undefined) return config;
+    const port = Number(new URL(listening.url).port);
+    return { ...config, listen: { ...config.listen, address: { ...config.listen.address, port } } };
+  };
+  return {
+    ...front,
+    create(deps) {
+      deps.api.add(
+        kubeconfigRoute({
+          config: bound,
+          dataDir,
+          ...(access.staticTokenOf && { staticTokenOf: access.staticTokenOf }),
+        }),
+      );
+      return front.create(deps);
+    },
+  };
 }

@@ -8,7 +8,21 @@ import { AgentTrackerServiceClient } from "../../../proto/gen/agent_tracker/v1/a
 import { gitlabJwt, OTHER_TOKEN, TOKEN } from "../../kas/support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "../../kas/support/in-process.ts";
 import { type InProcessAgentk, startInProcessAgentk } from "../../support/agentk-in-process.ts";
+import { bearer, gitlabServiceClients, grpcTarget, unary } from "../../support/gitlab-grpc.ts";
 import { until } from "../../support/until.ts";
+
+interface Connection {
+  connectionId: string;
+  connectedAt: string;
+  pod?: { name: string };
+}
+/** GitLab's ConnectedAgentInfo, as its Ruby stubs read it (proto field names, int64 as decimal). */
+interface ConnectedAgentInfo {
+  connection_id: string;
+  agent_id: string;
+  connected_at: { seconds: string };
+  agent_meta: { pod_name: string };
+}
 
 describe("agent tracker: agentk reports itself, kas lists it", () => {
   let kas: InProcessKas;
@@ -17,7 +31,36 @@ describe("agent tracker: agentk reports itself, kas lists it", () => {
     const res = await fetch(`${kas.addresses.api}/api/v1/agents`, {
       headers: { "gitlab-kas-api-request": await gitlabJwt(kas.apiSecret) },
     });
-    return ((await res.json()) as { agents: Array<{ agentId: string; pods?: unknown[] }> }).agents;
+    return (
+      (await res.json()) as {
+        agents: Array<{ agentId: string; pods?: unknown[]; connections?: Connection[] }>;
+      }
+    ).agents;
+  };
+  /** agent 42's connections as the HTTP API lists them, by the pod behind each. */
+  const connectionsByPod = async () =>
+    Object.fromEntries(
+      ((await list()).find((a) => a.agentId === "42")?.connections ?? []).map((c) => [c.pod?.name, c]),
+    );
+  /** GitLab's gRPC call for agent 42. */
+  const byAgentId = async () => {
+    const client = new (gitlabServiceClients().AgentTracker)(
+      grpcTarget(kas.addresses.api!),
+      grpc.credentials.createInsecure(),
+    );
+    try {
+      const jwt = await gitlabJwt(kas.apiSecret);
+      const answer = await unary<{ agents: ConnectedAgentInfo[] }>(
+        client,
+        "GetConnectedAgentsByAgentIDs",
+        { agent_ids: ["42"] },
+        bearer(jwt),
+        { deadline: Date.now() + 10_000 },
+      );
+      return answer.agents;
+    } finally {
+      client.close();
+    }
   };
 
   beforeAll(async () => {
@@ -64,7 +107,39 @@ describe("agent tracker: agentk reports itself, kas lists it", () => {
     ]);
   });
 
-  test("a new tunnel reports again: a pod's report follows its reconnect", async () => {
+  test("each connection has its own id, the same over HTTP/JSON and GitLab's gRPC", async () => {
+    const http = await connectionsByPod();
+    const a = http["agentk-a"]!;
+    const b = http["agentk-b"]!;
+    expect(Object.keys(http).sort()).toEqual(["agentk-a", "agentk-b"]);
+    for (const c of [a, b]) expect(c.connectionId).toMatch(/^[1-9]\d{0,18}$/);
+    expect(a.connectionId).not.toBe(b.connectionId);
+
+    // GitLab's ConnectedAgentInfo: one per connection (two agentk replicas, two entries).
+    const infos = await byAgentId();
+    expect(
+      infos
+        .map((i) => ({
+          pod: i.agent_meta.pod_name,
+          id: i.connection_id,
+          agent: i.agent_id,
+          at: Number(i.connected_at.seconds),
+        }))
+        .sort((x, y) => (x.pod < y.pod ? -1 : 1)),
+    ).toEqual(
+      [a, b].map((c) => ({
+        pod: c.pod?.name,
+        id: c.connectionId,
+        agent: "42",
+        at: Math.floor(Date.parse(c.connectedAt) / 1000),
+      })),
+    );
+    // Stable while the connection lasts.
+    expect((await connectionsByPod())["agentk-a"]?.connectionId).toBe(a.connectionId);
+  });
+
+  test("a new tunnel reports again: a pod's report follows its reconnect, under a new connection id", async () => {
+    const oldId = (await connectionsByPod())["agentk-a"]!.connectionId;
     const [a] = agents;
     a!.agent.client.active!.destroy(); // the tunnel drops; agentk reconnects and reports on the new one
     await until(() => a!.agent.client.active !== undefined, 10_000, "reconnect");
@@ -74,6 +149,9 @@ describe("agent tracker: agentk reports itself, kas lists it", () => {
       "agentk-a listed again",
     );
     expect((await list())[0]).toMatchObject({ agentId: "42", tunnels: 2 });
+    const after = await connectionsByPod();
+    expect(after["agentk-a"]!.connectionId).not.toBe(oldId);
+    expect((await byAgentId()).map((i) => i.connection_id)).toContain(after["agentk-a"]!.connectionId);
   });
 
   test("kas drains a tunnel: the agent's gRPC channel moves to its next tunnel, which reports again", async () => {

@@ -88,7 +88,7 @@ describe("kas kubeconfig, then kubectl", () => {
     const doc = parse(first.out);
     const ca = doc.clusters[0].cluster["certificate-authority-data"];
     expect(Buffer.from(ca, "base64").toString()).toBe(
-      await readFile(join(dir, "data/kubernetes_api/ca.crt"), "utf8"),
+      await readFile(join(dir, "data/kubernetes_api/gen-1/ca.crt"), "utf8"),
     );
     expect(doc.users[0].user.token).toBe(TOKEN);
     const pods = await kubectlGetPods(first.out);

@@ -21,6 +21,7 @@ const CONFIG = {
     projects: [
       { id: "group/app", access_as: { ci_job: {} } },
       { id: "group/prod-only", environments: ["production", "review/*"] },
+      { id: "group/release", protected_branches_only: true, access_as: { ci_job: {} } },
     ],
     groups: [
       {
@@ -224,6 +225,62 @@ describe("CI jobs through kas (ci:<agent id>:<job token>)", () => {
     const unknown = await (await kubectlWith("ci:42:no-such-job")).run(["get", "pods"]);
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain("You must be logged in to the server");
+    expect(fromKubectl().length).toBe(before);
+  });
+
+  test("protected_branches_only: a job whose pipeline ref is protected may use the agent, one whose ref is not is refused (403, a Kubernetes Status)", async () => {
+    const release = { id: 104, path: "group/release", groups: [] };
+    // GitLab's copy of the entry, as Rails stored it from config.yaml.
+    const stored = { access_as: { ci_job: {} }, protected_branches_only: true };
+    const releaseJob = (jobId: number, protectedRef: boolean, configuration: Record<string, unknown>) => {
+      gitlab.addJob(`job-token-${jobId}`, {
+        jobId,
+        pipelineId: jobId + 1000,
+        project: release,
+        user: { id: 5, username: "ci-runner-user" },
+        protectedRef,
+        allowedAgents: [{ id: 42, configProjectId: 7, configuration }],
+      });
+      return `ci:42:job-token-${jobId}`;
+    };
+
+    const onTag = await kubectlWith(releaseJob(530, true, stored));
+    const pods = await onTag.run(["get", "pods"]);
+    expect(pods.code, pods.stderr).toBe(0);
+    expect(pods.stdout).toMatch(/^web\s/m);
+    expect((await whoami(onTag)).username).toBe("gitlab:ci_job:530");
+
+    const before = fromKubectl().length;
+    // GitLab leaves the entry out for an unprotected ref: the agent is not among the allowed.
+    const onBranch = await (await kubectlWith(releaseJob(531, false, stored))).run(["get", "pods", "-v=8"]);
+    expect(onBranch.code).toBe(1);
+    expect(onBranch.stderr).toMatch(/Response Status: 403 Forbidden/);
+    expect(onBranch.stderr).toContain("may not use agent 42 (GitLab's allowed_agents)");
+
+    // GitLab's copy without the flag (config.yaml changed; GitLab not yet told): kas's copy decides.
+    const stale = releaseJob(532, false, { access_as: { ci_job: {} } });
+    const refused = await (await kubectlWith(stale)).run(["get", "pods", "-v=8"]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/Response Status: 403 Forbidden/);
+    expect(refused.stderr).toContain("only for jobs on protected branches or tags");
+    const pki = await testPki();
+    const dispatcher = new Agent({ connect: { ca: pki.caCert } });
+    try {
+      const res = await undiciFetch(`${kas.addresses.kubernetesApi}/api/v1/namespaces/default/pods`, {
+        dispatcher,
+        headers: { authorization: `Bearer ${stale}` },
+      });
+      expect(res.status).toBe(403);
+      expect(await res.json()).toMatchObject({
+        kind: "Status",
+        status: "Failure",
+        reason: "Forbidden",
+        code: 403,
+        message: expect.stringContaining("protected_branches_only"),
+      });
+    } finally {
+      await dispatcher.close();
+    }
     expect(fromKubectl().length).toBe(before);
   });
 

@@ -30,8 +30,8 @@ export interface GetConnectedAgentsByProjectIDsRequest {
 
 export interface GetConnectedAgentsByProjectIDsResponse {
   /**
-   * One entry per agentk replica (pod) of each agent; an agent whose replicas
-   * did not report themselves has one entry.
+   * One entry per agent connection (tunnel): two agentk replicas of one agent
+   * are two entries, with different connection ids.
    */
   agents: ConnectedAgentInfo[];
 }
@@ -44,16 +44,20 @@ export interface GetConnectedAgentsByAgentIDsResponse {
   agents: ConnectedAgentInfo[];
 }
 
-/** An agentk replica with a tunnel (GitLab's agent_tracker.ConnectedAgentInfo). */
+/** An agent connection (GitLab's agent_tracker.ConnectedAgentInfo). */
 export interface ConnectedAgentInfo {
+  /** The agentk replica behind the connection (empty until it reports itself). */
   agentMeta:
     | AgentMeta
     | undefined;
-  /** When the agent's oldest tunnel connected. */
+  /** When the connection was made. */
   connectedAt:
     | Date
     | undefined;
-  /** GitLab's per-connection id; kas does not number connections (always 0). */
+  /**
+   * Unique per connection: a random positive int64, as GitLab's agent numbers
+   * its connections.
+   */
   connectionId: string;
   agentId: string;
   projectId: string;

@@ -113,6 +113,47 @@ describe("allowed_agents", () => {
   });
 });
 
+describe("allowed_agents and protected_branches_only", () => {
+  test("GitLab keeps an entry with protected_branches_only only for a protected ref, and says so in its configuration", async () => {
+    const job = (protectedRef: boolean) => ({
+      jobId: 2,
+      pipelineId: 3,
+      project: { id: 100, path: "group/app", groups: [] },
+      user: { id: 5, username: "runner" },
+      protectedRef,
+      allowedAgents: [
+        { id: 42, configProjectId: 7, configuration: { protected_branches_only: true } },
+        { id: 43, configProjectId: 7, configuration: { protected_branches_only: false } },
+      ],
+    });
+    gitlab.addJob("job-protected", job(true));
+    gitlab.addJob("job-unprotected", job(false));
+    const onTag = await gl.allowedAgentsForJob("job-protected");
+    expect(onTag.allowedAgents.map((a) => [a.id, a.configuration])).toEqual([
+      ["42", { protectedBranchesOnly: true }],
+      ["43", {}],
+    ]);
+    const onBranch = await gl.allowedAgentsForJob("job-unprotected");
+    expect(onBranch.allowedAgents.map((a) => a.id)).toEqual(["43"]);
+
+    gitlab.failNext({
+      status: 200,
+      body: JSON.stringify({
+        allowed_agents: [
+          { id: 42, config_project: { id: 7 }, configuration: { protected_branches_only: "yes" } },
+        ],
+        job: { id: 1 },
+        pipeline: { id: 1 },
+        project: { id: 1, groups: [] },
+        user: { id: 1, username: "u" },
+      }),
+    });
+    const wrong = await refusal(gl.allowedAgentsForJob("job-wrong-type"));
+    expect(wrong.status).toBe(503);
+    expect(wrong.message).toContain("protected_branches_only: expected a boolean");
+  });
+});
+
 describe("authorize_proxy_user", () => {
   test("POST with kas's JWT and GitLab's body; a refused user is 401 (cached), GitLab failing 503", async () => {
     const auth = await gl.authorizeProxyUser({
