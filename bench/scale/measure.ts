@@ -18,6 +18,12 @@ export interface MeasureOptions {
   kasEntry: string;
   /** Idle time before each RSS reading. */
   settleMs: number;
+  /**
+   * Idle time after the agents connected, before the idle window: longer than `settleMs` so that
+   * the garbage collections V8 runs once after the connection storm (its memory reducer, some
+   * 35 s after allocation slows) are over. Default: settleMs.
+   */
+  idleSettleMs?: number;
   /** CPU sampling window. */
   windowMs: number;
   /** Handshakes in flight at once from the load process. */
@@ -155,9 +161,10 @@ export async function measure(o: MeasureOptions): Promise<Measurement> {
     }
     const metrics = `${kas.addresses.observability}/metrics`;
     await waitForGauge(metrics, "kas_connected_agents", o.agents, 30_000);
-    o.log(`  kas /metrics: kas_connected_agents ${o.agents}; settling ${o.settleMs} ms`);
+    const idleSettleMs = o.idleSettleMs ?? o.settleMs;
+    o.log(`  kas /metrics: kas_connected_agents ${o.agents}; settling ${idleSettleMs} ms`);
 
-    await sleep(o.settleMs);
+    await sleep(idleSettleMs);
     const rssLoadedKiB = rssKiB(pid);
     const anonLoaded = smapsRollupKiB(pid).Anonymous ?? 0;
     const loadRssKiB = rssKiB(load.pid!);
