@@ -219,7 +219,8 @@ if (args.json) {
   );
   console.log(
     `kube list: GET /api/v1/namespaces/default/pods (Table, 20 pods), ${KUBE_REQUESTS} sequential requests per path per trial, ` +
-      `after a cold burst of 32 concurrent requests through kas; kas path: TLS, ci:42:<job token>, impersonated as gitlab:ci_job:1, agentk in the same process`,
+      `after a cold burst of 32 concurrent requests through kas; kas path: TLS, ci:42:<job token>, impersonated as gitlab:ci_job:1, agentk in the same process; ` +
+      `floor: the same three HTTP hops through two bare Node.js proxies (node:https + undici, node:http + node:https; no tunnel, no authorization): Node's HTTP stack alone`,
   );
   // Each trial runs both paths back to back: its ratio is the least disturbed by the neighbours.
   const paired = rps.tunnel.map((r, i) => r / rps.direct[i]!);
