@@ -390,6 +390,14 @@ class SessionHost implements StreamHost {
     this.#writer.waitWritable(fn);
   }
 
+  cork(): void {
+    this.#writer.cork();
+  }
+
+  uncork(): void {
+    this.#writer.uncork();
+  }
+
   release(id: number): void {
     this.#release(id);
   }

@@ -18,6 +18,9 @@ export interface StreamHost {
   /** Queues a Data frame; `done` runs once the payload has been copied out. */
   sendData(streamId: number, payload: Uint8Array, done?: (err?: Error | null) => void): void;
   waitWritable(fn: () => void): void;
+  /** Frames sent between cork() and uncork() leave in one write to the connection. */
+  cork(): void;
+  uncork(): void;
   /** The stream no longer needs frames routed to it. */
   release(streamId: number): void;
 }
@@ -196,6 +199,21 @@ export class YamuxStream extends Duplex {
   #pump(): void {
     const job = this.#job;
     if (job === null || this.#released) return;
+    if (job.chunks.length === 1) {
+      this.#pumpJob(job);
+      return;
+    }
+    // The chunks of one writev (node:http2's HEADERS and DATA, an HTTP head and its body) leave
+    // together, as one WebSocket message.
+    this.#host.cork();
+    try {
+      this.#pumpJob(job);
+    } finally {
+      this.#host.uncork();
+    }
+  }
+
+  #pumpJob(job: WriteJob): void {
     const host = this.#host;
     while (job.index < job.chunks.length) {
       const chunk = job.chunks[job.index]!;
