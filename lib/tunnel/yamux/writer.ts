@@ -1,6 +1,7 @@
 import type { Duplex } from "node:stream";
 import { errors } from "./errors.ts";
 import { Flag, FrameType, HEADER_SIZE, writeHeader } from "./frame.ts";
+import type { MessagePath } from "./message-path.ts";
 
 type Done = (err?: Error | null) => void;
 
@@ -43,6 +44,7 @@ export interface WriterLimits {
  */
 export class FrameWriter {
   readonly #conn: Duplex;
+  readonly #messages: MessagePath | undefined;
   readonly #maxWrite: number;
   readonly #highWater: number;
   readonly #maxControl: number;
@@ -66,8 +68,9 @@ export class FrameWriter {
   #waiters: Array<() => void> = [];
   bytesWritten = 0;
 
-  constructor(conn: Duplex, limits: WriterLimits, onFail: (err: Error) => void) {
+  constructor(conn: Duplex, limits: WriterLimits, onFail: (err: Error) => void, messages?: MessagePath) {
     this.#conn = conn;
+    this.#messages = messages;
     this.#maxWrite = limits.maxWrite;
     this.#highWater = limits.highWater;
     this.#maxControl = limits.maxControl;
@@ -198,6 +201,11 @@ export class FrameWriter {
       } else if (f.done) copied.push(f.done);
     }
     if (run.length > 0) parts.push(pack(run, false));
+    if (parts.length === 1 && referenced.length === 0) {
+      this.#send(parts[0]!);
+      for (const d of copied) d();
+      return;
+    }
     const conn = this.#conn;
     if (parts.length > 1) conn.cork();
     let ok = true;
@@ -241,6 +249,12 @@ export class FrameWriter {
     writeHeader(buf, 0, type, flags, streamId, length);
     if (payload) buf.set(payload, HEADER_SIZE);
     this.bytesWritten += buf.length;
+    this.#send(buf);
+  }
+
+  /** One buffer whose writers have been told already: straight to the socket when nothing waits. */
+  #send(buf: Buffer): void {
+    if (this.#messages?.sendNow(buf)) return;
     if (!this.#conn.write(buf)) this.#onCongested();
   }
 
