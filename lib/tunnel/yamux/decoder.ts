@@ -77,7 +77,7 @@ export class FrameDecoder {
       off += need;
       this.#onFrame(header, payload);
     }
-    if (this.#stopped) return EMPTY;
+    if (this.#stopped || off === chunk.length) return EMPTY;
     return off === 0 ? chunk : chunk.subarray(off);
   }
 
