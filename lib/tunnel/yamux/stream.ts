@@ -2,6 +2,9 @@ import { Duplex } from "node:stream";
 import { errors, type YamuxError } from "./errors.ts";
 import { Flag, FrameType, INITIAL_WINDOW } from "./frame.ts";
 
+/** A writev batch up to this size is joined into one frame (the writer copies payloads this small anyway). */
+const JOIN_MAX = 16 * 1024;
+
 /** What a stream needs from its session; keeps the session's internals out of the public stream. */
 export interface StreamHost {
   readonly closed: boolean;
@@ -162,6 +165,16 @@ export class YamuxStream extends Duplex {
     callback: (err?: Error | null) => void,
   ): void {
     const list = chunks.map((c) => c.chunk);
+    let total = 0;
+    for (const c of list) total += c.length;
+    if (total <= JOIN_MAX) {
+      // One frame for a small batch (node:http2's HEADERS, DATA frame header and gRPC message; an
+      // HTTP head and a short body): the far end then takes one frame, one push, one read into
+      // nghttp2, where it took one per chunk. In bench:rpc a unary call went from 3 such reads on
+      // the agent and 4 on kas to 1 and 2.
+      this._write(Buffer.concat(list, total), "buffer" as BufferEncoding, callback);
+      return;
+    }
     const lastIndex = list.findLastIndex((c) => c.length > 0);
     this.#job = { chunks: list, index: 0, lastIndex, offset: 0, callback };
     this.#pump();
