@@ -247,7 +247,7 @@ export class YamuxStream extends Duplex {
         return;
       }
       const n = Math.min(chunk.length - job.offset, this.#sendWindow, host.maxFrameSize);
-      const payload = chunk.subarray(job.offset, job.offset + n);
+      const payload = n === chunk.length ? chunk : chunk.subarray(job.offset, job.offset + n);
       job.offset += n;
       this.#sendWindow -= n;
       this.bytesSent += n;
