@@ -167,7 +167,8 @@ const ratio = (o: Pair) => round(o.tunnel / o.direct, 2);
 // Judged on the unrounded figures.
 const targets = {
   http_rps: percentile(rps.tunnel, 50) >= 0.6 * percentile(rps.direct, 50),
-  grpc_unary_p50_us: percentile(grpcUs.tunnel, 50) <= 2 * percentile(grpcUs.direct, 50),
+  // Issue 17: gRPC over the tunnel at the cost of a direct call.
+  grpc_unary_p50_us: percentile(grpcUs.tunnel, 50) <= 1.2 * percentile(grpcUs.direct, 50),
   kube_list_ms: percentile(kube.kas, 50) <= 2 * percentile(kube.direct, 50),
   // One job token: one call per TTL period the run lasted, however many requests.
   gitlab_auth_calls: kube.gitlabAuthCalls <= Math.ceil(kube.elapsedMs / kube.ttlMs),
@@ -189,7 +190,7 @@ if (args.json) {
         ),
         row("HTTP GET p50 ms", result.http_p50_ms, "-"),
         row("HTTP GET p99 ms", result.http_p99_ms, "-"),
-        row("gRPC unary p50 µs", result.grpc_unary_p50_us, `<= 2x (${met(targets.grpc_unary_p50_us)})`),
+        row("gRPC unary p50 µs", result.grpc_unary_p50_us, `<= 1.2x (${met(targets.grpc_unary_p50_us)})`),
         row("gRPC unary p99 µs", result.grpc_unary_p99_us, "-"),
         row(
           "kube list pods p50 ms (kas: CI job token)",

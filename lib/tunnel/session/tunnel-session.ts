@@ -51,7 +51,7 @@ export class TunnelSession<I = undefined> extends EventEmitter<TunnelSessionEven
     this.identity = transport.identity;
     this.role = role;
     this.#transport = transport;
-    this.#mux = new Session(transport.stream, { ...options, client: role === "client" });
+    this.#mux = new Session(transport.stream, { ...options, client: role === "client" }, transport.messages);
     this.#mux.on("stream", (s) => {
       if (this.listenerCount("stream") > 0) this.emit("stream", s);
       else s.destroy(); // nobody serves inbound streams on this end: refuse rather than leak

@@ -1,6 +1,7 @@
 import { EventEmitter } from "node:events";
 import type { Duplex } from "node:stream";
 import { WebSocket } from "ws";
+import type { MessagePath } from "../yamux/message-path.ts";
 import { CloseCode } from "./constants.ts";
 import { createBinaryDuplex } from "./ws-duplex.ts";
 
@@ -31,6 +32,8 @@ export interface ConnectionInit<I> {
  */
 export class TransportConnection<I = undefined> extends EventEmitter {
   readonly stream: Duplex;
+  /** For a yamux session over `stream`: each message without the Duplex's machinery (message-path.ts). */
+  readonly messages: MessagePath;
   readonly ws: WebSocket;
   readonly httpVersion: HttpVersion;
   /** The negotiated WebSocket subprotocol. */
@@ -52,10 +55,12 @@ export class TransportConnection<I = undefined> extends EventEmitter {
     this.subprotocol = init.ws.protocol;
     this.remoteAddress = init.remoteAddress;
     this.identity = init.identity;
-    this.stream = createBinaryDuplex(init.ws, {
+    const duplex = createBinaryDuplex(init.ws, {
       closedLocally: () => this.#local,
       close: (code, reason) => this.close(code, reason),
     });
+    this.stream = duplex.stream;
+    this.messages = duplex.messages;
     // The stream reports errors; this listener keeps a late ws error from being unhandled.
     init.ws.on("error", () => {});
     this.closed = new Promise((resolve) => {

@@ -1,7 +1,14 @@
 import { Duplex } from "node:stream";
 import { WebSocket } from "ws";
+import type { MessagePath } from "../yamux/message-path.ts";
 import { CloseCode } from "./constants.ts";
 import { ConnectionClosedError, TransportError } from "./errors.ts";
+
+export interface BinaryDuplex {
+  stream: Duplex;
+  /** The yamux session's shortcuts past `stream` (lib/tunnel/yamux/message-path.ts). */
+  messages: MessagePath;
+}
 
 export interface BinaryDuplexControl {
   /** True once this end started the closing handshake: the peer's echo is then a clean end. */
@@ -23,7 +30,7 @@ export interface BinaryDuplexControl {
  * - `end()` runs the closing handshake; `destroy()` drops the connection.
  * Must be created synchronously on 'open' so no message is emitted before the listener exists.
  */
-export function createBinaryDuplex(ws: WebSocket, control: BinaryDuplexControl): Duplex {
+export function createBinaryDuplex(ws: WebSocket, control: BinaryDuplexControl): BinaryDuplex {
   // When ws reports an error it has already started closing (with the right code); terminating
   // on destroy would cut the close frame off.
   let terminateOnDestroy = true;
@@ -66,6 +73,31 @@ export function createBinaryDuplex(ws: WebSocket, control: BinaryDuplexControl):
     },
   });
 
+  /** Set by messages.receive(): inbound messages skip the readable side. */
+  let receiver: ((message: Buffer) => void) | undefined;
+  const messages: MessagePath = {
+    receive(onMessage) {
+      // As a 'data' listener would, the messages buffered so far come on the next tick, once
+      // whoever asked has set up the rest of its listeners.
+      process.nextTick(() => {
+        for (let m = duplex.read() as Buffer | null; m !== null; m = duplex.read() as Buffer | null) {
+          onMessage(m);
+        }
+        receiver = onMessage;
+        duplex.resume(); // flowing, and empty: 'end' still comes when the peer closes
+        if (ws.isPaused) ws.resume();
+      });
+    },
+    sendNow(message) {
+      if (ws.readyState !== WebSocket.OPEN || duplex.writableLength > 0 || duplex.writableCorked > 0)
+        return false;
+      // bufferedAmount: bytes in ws' own queue and in the socket's, not yet taken by the kernel.
+      if (duplex.writableEnded || duplex.destroyed || ws.bufferedAmount > 0) return false;
+      ws.send(message, BINARY);
+      return true;
+    },
+  };
+
   ws.on("message", (data: Buffer, isBinary: boolean) => {
     if (refused) return;
     if (!isBinary) {
@@ -80,7 +112,9 @@ export function createBinaryDuplex(ws: WebSocket, control: BinaryDuplexControl):
       );
       return;
     }
-    if (!duplex.push(data)) ws.pause();
+    if (receiver !== undefined) {
+      if (!duplex.destroyed) receiver(data);
+    } else if (!duplex.push(data)) ws.pause();
   });
 
   ws.once("error", (err: Error & { code?: string }) => {
@@ -104,8 +138,10 @@ export function createBinaryDuplex(ws: WebSocket, control: BinaryDuplexControl):
     else duplex.destroy(new ConnectionClosedError(code, reason.toString()));
   });
 
-  return duplex;
+  return { stream: duplex, messages };
 }
+
+const BINARY = { binary: true };
 
 function notOpen(ws: WebSocket): TransportError {
   const state = ws.readyState === WebSocket.CLOSING ? "closing" : "closed";

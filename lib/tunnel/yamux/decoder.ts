@@ -31,6 +31,10 @@ export class FrameDecoder {
   /** Throws ProtocolError on malformed input; the caller then tears the session down. */
   push(chunk: Buffer): void {
     if (this.#stopped || chunk.length === 0) return;
+    if (this.#buffered === 0) {
+      chunk = this.#frames(chunk);
+      if (chunk.length === 0) return;
+    }
     this.#chunks.push(chunk);
     this.#buffered += chunk.length;
     while (!this.#stopped) {
@@ -46,6 +50,35 @@ export class FrameDecoder {
       this.#header = null;
       this.#onFrame(header, need > 0 ? this.#take(need) : undefined);
     }
+  }
+
+  /**
+   * With nothing buffered, the frames that lie whole in `chunk` are read in place (one WebSocket
+   * message is usually one or a few whole frames), without queueing the chunk and slicing it
+   * header by header. Returns the rest, the start of a frame still incomplete.
+   */
+  #frames(chunk: Buffer): Buffer {
+    let off = 0;
+    while (!this.#stopped) {
+      let header = this.#header;
+      if (header === null) {
+        if (chunk.length - off < HEADER_SIZE) break;
+        header = readHeader(chunk, off);
+        validate(header, this.#maxPayload);
+        off += HEADER_SIZE;
+      }
+      const need = header.type === FrameType.Data ? header.length : 0;
+      if (chunk.length - off < need) {
+        this.#header = header;
+        break;
+      }
+      this.#header = null;
+      const payload = need > 0 ? chunk.subarray(off, off + need) : undefined;
+      off += need;
+      this.#onFrame(header, payload);
+    }
+    if (this.#stopped || off === chunk.length) return EMPTY;
+    return off === 0 ? chunk : chunk.subarray(off);
   }
 
   #take(n: number): Buffer {
@@ -72,6 +105,8 @@ export class FrameDecoder {
     return out;
   }
 }
+
+const EMPTY = Buffer.alloc(0);
 
 function validate(h: FrameHeader, maxPayload: number): void {
   if (h.version !== PROTOCOL_VERSION) throw new ProtocolError(`unsupported version ${h.version}`);

@@ -12,6 +12,7 @@ export {
   PROTOCOL_VERSION,
   readHeader,
 } from "./frame.ts";
+export type { MessagePath } from "./message-path.ts";
 export type { SessionOptions } from "./options.ts";
 export { Session, type SessionEvents, type SessionStats } from "./session.ts";
 export { YamuxStream } from "./stream.ts";

@@ -4,6 +4,7 @@ import { FrameDecoder } from "./decoder.ts";
 import { errors, ProtocolError, type YamuxError } from "./errors.ts";
 import { Flag, type FrameHeader, FrameType, GoAwayCode, type GoAwayCode as GoAwayCodeT } from "./frame.ts";
 import { joinKeepAlive, type KeepAliveTick, leaveKeepAlive } from "./keepalive-wheel.ts";
+import type { MessagePath } from "./message-path.ts";
 import { type ResolvedOptions, resolveOptions, type SessionOptions } from "./options.ts";
 import { type StreamHost, YamuxStream } from "./stream.ts";
 import { FrameWriter } from "./writer.ts";
@@ -68,7 +69,11 @@ export class Session extends EventEmitter<SessionEvents> {
   /** bytesIn at the last keepalive check. */
   #bytesSeen = 0;
 
-  constructor(conn: Duplex, options: SessionOptions) {
+  /**
+   * `messages`: the connection's shortcuts, when it carries whole messages (see message-path.ts);
+   * without it the session reads and writes `conn` alone.
+   */
+  constructor(conn: Duplex, options: SessionOptions, messages?: MessagePath) {
     super();
     this.#conn = conn;
     this.#opts = resolveOptions(options);
@@ -83,16 +88,19 @@ export class Session extends EventEmitter<SessionEvents> {
         writeTimeoutMs: o.connectionWriteTimeoutMs,
       },
       (err) => this.#fail(err, GoAwayCode.InternalError),
+      messages,
     );
     this.#decoder = new FrameDecoder(this.#opts.maxStreamWindow, (h, p) => this.#onFrame(h, p));
     this.#host = new SessionHost(this, this.#writer, this.#opts, (id) => this.#release(id));
 
     // `on`, not `once`, for events that fire at most once: once() wraps each listener in a bound
     // function plus a state object, and a tunnel carries about a dozen such listeners on its layers.
-    conn.on("data", (chunk: Buffer) => this.#onData(chunk));
     conn.on("end", () => this.destroy());
     conn.on("close", () => this.destroy());
     conn.on("error", (err) => this.destroy(err));
+    const onData = (chunk: Buffer) => this.#onData(chunk);
+    if (messages) messages.receive(onData);
+    else conn.on("data", onData);
 
     if (this.#opts.keepAliveIntervalMs > 0) {
       this.#keepAlive = () => this.#keepAliveTick();
@@ -388,6 +396,14 @@ class SessionHost implements StreamHost {
 
   waitWritable(fn: () => void): void {
     this.#writer.waitWritable(fn);
+  }
+
+  cork(): void {
+    this.#writer.cork();
+  }
+
+  uncork(): void {
+    this.#writer.uncork();
   }
 
   release(id: number): void {

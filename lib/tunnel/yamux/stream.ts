@@ -2,6 +2,9 @@ import { Duplex } from "node:stream";
 import { errors, type YamuxError } from "./errors.ts";
 import { Flag, FrameType, INITIAL_WINDOW } from "./frame.ts";
 
+/** A writev batch up to this size is joined into one frame (the writer copies payloads this small anyway). */
+const JOIN_MAX = 16 * 1024;
+
 /** What a stream needs from its session; keeps the session's internals out of the public stream. */
 export interface StreamHost {
   readonly closed: boolean;
@@ -18,6 +21,9 @@ export interface StreamHost {
   /** Queues a Data frame; `done` runs once the payload has been copied out. */
   sendData(streamId: number, payload: Uint8Array, done?: (err?: Error | null) => void): void;
   waitWritable(fn: () => void): void;
+  /** Frames sent between cork() and uncork() leave in one write to the connection. */
+  cork(): void;
+  uncork(): void;
   /** The stream no longer needs frames routed to it. */
   release(streamId: number): void;
 }
@@ -159,6 +165,16 @@ export class YamuxStream extends Duplex {
     callback: (err?: Error | null) => void,
   ): void {
     const list = chunks.map((c) => c.chunk);
+    let total = 0;
+    for (const c of list) total += c.length;
+    if (total <= JOIN_MAX) {
+      // One frame for a small batch (node:http2's HEADERS, DATA frame header and gRPC message; an
+      // HTTP head and a short body): the far end then takes one frame, one push, one read into
+      // nghttp2, where it took one per chunk. In bench:rpc a unary call went from 3 such reads on
+      // the agent and 4 on kas to 1 and 2.
+      this._write(Buffer.concat(list, total), "buffer" as BufferEncoding, callback);
+      return;
+    }
     const lastIndex = list.findLastIndex((c) => c.length > 0);
     this.#job = { chunks: list, index: 0, lastIndex, offset: 0, callback };
     this.#pump();
@@ -196,6 +212,21 @@ export class YamuxStream extends Duplex {
   #pump(): void {
     const job = this.#job;
     if (job === null || this.#released) return;
+    if (job.chunks.length === 1) {
+      this.#pumpJob(job);
+      return;
+    }
+    // The chunks of one writev (node:http2's HEADERS and DATA, an HTTP head and its body) leave
+    // together, as one WebSocket message.
+    this.#host.cork();
+    try {
+      this.#pumpJob(job);
+    } finally {
+      this.#host.uncork();
+    }
+  }
+
+  #pumpJob(job: WriteJob): void {
     const host = this.#host;
     while (job.index < job.chunks.length) {
       const chunk = job.chunks[job.index]!;
@@ -216,7 +247,7 @@ export class YamuxStream extends Duplex {
         return;
       }
       const n = Math.min(chunk.length - job.offset, this.#sendWindow, host.maxFrameSize);
-      const payload = chunk.subarray(job.offset, job.offset + n);
+      const payload = n === chunk.length ? chunk : chunk.subarray(job.offset, job.offset + n);
       job.offset += n;
       this.#sendWindow -= n;
       this.bytesSent += n;
