@@ -8,6 +8,7 @@ export type {
 } from "./agentk.ts";
 export { AgentConfigurations, type ConfigurationLookup } from "./configurations.ts";
 export { announceGitPush, onGitPush, type PushedProject, publishGitPush } from "./git-push.ts";
+export { KUBERNETES_SERVICE } from "./http-services.ts";
 export type {
   AgentIdentity,
   AgentInfo,

@@ -1,4 +1,5 @@
 import { connect } from "node:net";
+import { connect as connectTls } from "node:tls";
 
 export interface RawAnswer {
   /** e.g. "HTTP/1.1 400 Bad Request"; "" when the connection closed without a word. */
@@ -19,11 +20,19 @@ const STATUS_LINE = /^HTTP\/1\.[01] (\d{3}) [^\r\n]*$/;
  * chunk; none for HEAD, 1xx, 204 and 304) are in, or when the server closes. For requests no HTTP client library would send
  * (malformed paths, Upgrades). Rejects after `timeoutMs` without an answer.
  */
-export function rawExchange(port: number, request: string | Buffer, timeoutMs = 5000): Promise<RawAnswer> {
+export function rawExchange(
+  port: number,
+  request: string | Buffer,
+  timeoutMs = 5000,
+  /** Over TLS, trusting this CA (PEM). */
+  tls?: { ca: string },
+): Promise<RawAnswer> {
   request = Buffer.from(request);
   const head = request.subarray(0, 5).toString("latin1") === "HEAD ";
   return new Promise((resolve, reject) => {
-    const socket = connect(port, "127.0.0.1");
+    const socket = tls
+      ? connectTls({ port, host: "127.0.0.1", ca: tls.ca, servername: "localhost" })
+      : connect(port, "127.0.0.1");
     let data = Buffer.alloc(0);
     const timer = setTimeout(() => {
       socket.destroy();
@@ -49,6 +58,11 @@ export function rawExchange(port: number, request: string | Buffer, timeoutMs = 
       }
       const status = Number(STATUS_LINE.exec(statusLine)?.[1] ?? 0);
       const body = data.subarray(Buffer.byteLength(text.slice(0, end + 4), "latin1"));
+      if (status === 100) {
+        // An interim answer (Expect: 100-continue): the final one follows.
+        data = body;
+        return parse(closed);
+      }
       const length = Number(headers["content-length"] ?? Number.NaN);
       const bodiless = head || status < 200 || status === 204 || status === 304;
       const chunked = /chunked/i.test(headers["transfer-encoding"] ?? "");

@@ -4,7 +4,7 @@ import type { Dispatcher } from "undici";
 import type { Router } from "../../../lib/router/index.ts";
 import { splice } from "../../../lib/router/index.ts";
 import { Kind, TunnelDispatcher } from "../../../lib/tunnel/index.ts";
-import { connectionTokens, HOP_BY_HOP, isEndToEnd } from "./hop-by-hop.ts";
+import { endToEnd, endToEndLines, IDENTITY_HEADER } from "./hop-by-hop.ts";
 import { relayBody } from "./relay-body.ts";
 
 /** Which agent, and which of its services (`kubernetes`, or an allow-listed name such as `prometheus`). */
@@ -17,9 +17,12 @@ export interface ForwardOptions {
   /** Path and query string as the agent's service should see them. */
   path: string;
   /** Request headers (lowercase) not to pass on, beyond the hop-by-hop ones. */
-  drop?: ReadonlySet<string>;
-  /** Headers to add (after dropping); a list is sent as repeated headers. */
-  add?: Readonly<Record<string, string | readonly string[]>>;
+  drop?: (lowerName: string) => boolean;
+  /**
+   * kas's decision of who the caller is, as the agent's side reads it (sent as `Kas-Identity`;
+   * never taken from the client). Absent: none is sent.
+   */
+  identity?: string;
 }
 
 export interface AgentHttpProxyOptions {
@@ -91,7 +94,7 @@ export class AgentHttpProxy {
         origin: `http://${hostOf(target)}`,
         path: o.path,
         method: method as "GET",
-        headers: outgoingHeaders(req, o),
+        headers: outgoingHeaders(req, o, false),
         body: hasBody ? req : null,
         signal,
       });
@@ -110,12 +113,7 @@ export class AgentHttpProxy {
       },
       () => !res.writableFinished,
     );
-    const headers: Record<string, string | string[]> = {};
-    const tokens = connectionTokens(upstream.headers);
-    for (const [name, value] of Object.entries(upstream.headers)) {
-      if (value !== undefined && isEndToEnd(name, tokens)) headers[name] = value;
-    }
-    res.writeHead(upstream.statusCode, headers);
+    res.writeHead(upstream.statusCode, endToEnd(upstream.headers));
     // Whichever end fails first is the cause: the relay then tears down the other one.
     let first: "client" | "agent" | undefined;
     res.once("close", () => {
@@ -132,8 +130,9 @@ export class AgentHttpProxy {
   }
 
   /**
-   * Carries an Upgrade request to the target: a stream of its own, the request head written as
-   * received (minus `drop`, plus `add`), then bytes both ways until either side closes.
+   * Carries an Upgrade request to the target: a stream of its own, a request head of kas's making
+   * (the client's end-to-end headers less `drop`, then `Connection: Upgrade`, the client's
+   * `Upgrade` and the identity), then bytes both ways until either side closes.
    * Rejects, with nothing written to `socket`, when no stream to the agent could be opened.
    */
   async upgrade(
@@ -145,16 +144,10 @@ export class AgentHttpProxy {
   ): Promise<void> {
     if (!SERVICE_NAME.test(target.service)) throw new TypeError(`invalid service name ${target.service}`);
     const stream = await untilClientLeaves(socket, (signal) => this.#dial(target, signal));
-    const drop = new Set([...HOP_BY_HOP, ...(o.drop ?? [])]);
-    drop.delete("connection");
-    drop.delete("upgrade");
+    const headers = outgoingHeaders(req, o, true);
+    headers.push("connection", "Upgrade", "upgrade", req.headers.upgrade ?? "");
     const lines = [`${req.method} ${o.path} HTTP/1.1`, `host: ${hostOf(target)}`];
-    for (let i = 0; i < req.rawHeaders.length; i += 2) {
-      const name = req.rawHeaders[i]!;
-      if (!drop.has(name.toLowerCase())) lines.push(`${name}: ${req.rawHeaders[i + 1]}`);
-    }
-    for (const [name, values] of Object.entries(o.add ?? {}))
-      for (const value of typeof values === "string" ? [values] : values) lines.push(`${name}: ${value}`);
+    for (let i = 0; i < headers.length; i += 2) lines.push(`${headers[i]}: ${headers[i + 1]}`);
     stream.write(`${lines.join("\r\n")}\r\n\r\n`);
     if (head.length > 0) stream.write(head);
     await splice(socket, stream);
@@ -219,17 +212,13 @@ function hostOf(target: AgentTarget): string {
   return `${target.service}.${target.agentId}.agent.kas`;
 }
 
-/** The request's headers as a flat [name, value, …] list, duplicates kept, hop-by-hop and `drop` left out. */
-function outgoingHeaders(req: IncomingMessage, o: ForwardOptions): string[] {
-  const tokens = connectionTokens(req.headers);
-  const out: string[] = [];
-  for (let i = 0; i < req.rawHeaders.length; i += 2) {
-    const name = req.rawHeaders[i]!;
-    if (!isEndToEnd(name, tokens) || o.drop?.has(name.toLowerCase())) continue;
-    out.push(name, req.rawHeaders[i + 1]!);
-  }
-  for (const [name, values] of Object.entries(o.add ?? {}))
-    for (const value of typeof values === "string" ? [values] : values) out.push(name, value);
+/**
+ * What kas sends on: the client's end-to-end headers as a flat [name, value, …] list (duplicates
+ * kept; hop-by-hop, `drop` and any identity header of the client's left out), then kas's identity.
+ */
+function outgoingHeaders(req: IncomingMessage, o: ForwardOptions, upgrade: boolean): string[] {
+  const out = endToEndLines(req.rawHeaders, { upgrade, ...(o.drop && { drop: o.drop }) });
+  if (o.identity !== undefined) out.push(IDENTITY_HEADER, o.identity);
   return out;
 }
 

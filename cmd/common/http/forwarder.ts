@@ -4,7 +4,8 @@
 import * as http from "node:http";
 import * as https from "node:https";
 import type { Duplex } from "node:stream";
-import { connectionTokens, isEndToEnd } from "./hop-by-hop.ts";
+import { endToEnd, endToEndLines, IDENTITY_HEADER, linesToHeaders } from "./hop-by-hop.ts";
+import { HttpError } from "./http-error.ts";
 import { responseHead } from "./raw-answer.ts";
 import { relayBody } from "./relay-body.ts";
 
@@ -13,10 +14,15 @@ export interface Upstream {
   url: URL;
   /**
    * Per request: the agent to send it with (the connection pool, holding the TLS settings) and
-   * the headers, from the (already hop-by-hop-free) incoming ones. On every request's path, so
-   * whatever it reads (credentials, certificates) it caches.
+   * the headers, from the (already hop-by-hop-free) incoming ones and the identity kas sent
+   * (`Kas-Identity`, read before any hop-by-hop rule; undefined when none came). On every
+   * request's path, so whatever it reads (credentials, certificates) it caches. Throws an
+   * HttpError to refuse the request with its status.
    */
-  prepare(incoming: http.OutgoingHttpHeaders): UpstreamRequest | Promise<UpstreamRequest>;
+  prepare(
+    incoming: http.OutgoingHttpHeaders,
+    identity: string | undefined,
+  ): UpstreamRequest | Promise<UpstreamRequest>;
   /** Closes the pooled upstream connections. */
   destroy(): void;
 }
@@ -59,9 +65,19 @@ export function createForwarder(upstream: Upstream, options: ForwarderOptions): 
   const base = upstream.url.pathname.replace(/\/+$/, "");
   const warn = (err: Error, req: http.IncomingMessage, msg: string) =>
     options.log?.warn({ err, upstream: upstream.url.origin, method: req.method }, msg);
+  // A refusal (HttpError) answers with its status; anything else is the daemon's failure.
+  const prepareFailure = (err: Error, req: http.IncomingMessage): [number, string] => {
+    if (err instanceof HttpError) return [err.status, err.message];
+    warn(err, req, "cannot prepare the upstream request");
+    return [500, `cannot prepare the upstream request: ${err.message}`];
+  };
 
   async function outgoing(req: http.IncomingMessage, upgrade: boolean): Promise<http.RequestOptions> {
-    const { agent, headers } = await upstream.prepare(withRepeated(endToEnd(req.headers), req));
+    const incoming = linesToHeaders(endToEndLines(req.rawHeaders, { upgrade }));
+    const { agent, headers } = await upstream.prepare(
+      incoming,
+      req.headers[IDENTITY_HEADER] as string | undefined,
+    );
     headers.host = upstream.url.host;
     if (upgrade) {
       headers.connection = "Upgrade";
@@ -122,8 +138,9 @@ export function createForwarder(upstream: Upstream, options: ForwarderOptions): 
           req.pipe(up);
         },
         (err: Error) => {
-          warn(err, req, "cannot prepare the upstream request");
-          if (!res.destroyed) fail(500, `cannot prepare the upstream request: ${err.message}`);
+          if (res.destroyed) return;
+          const [status, message] = prepareFailure(err, req);
+          fail(status, message);
         },
       );
     },
@@ -206,46 +223,10 @@ export function createForwarder(upstream: Upstream, options: ForwarderOptions): 
           up.end();
         },
         (err: Error) => {
-          warn(err, req, "cannot prepare the upstream request");
-          if (!socket.destroyed) refuse(500, `cannot prepare the upstream request: ${err.message}`);
+          if (socket.destroyed) return;
+          refuse(...prepareFailure(err, req));
         },
       );
     },
   };
-}
-
-/**
- * node:http joins a repeated header into one value ("a, b"); the API server reads each
- * Impersonate-Group / Impersonate-Extra-* line as one value, so those stay repeated.
- */
-function withRepeated(
-  headers: http.OutgoingHttpHeaders,
-  req: http.IncomingMessage,
-): http.OutgoingHttpHeaders {
-  // Reads the raw list, not `headersDistinct`: that getter builds an array for every header of
-  // every request, and most requests carry no repeated Impersonate-* line at all.
-  let lines: Map<string, string[]> | undefined;
-  const raw = req.rawHeaders;
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i]!.toLowerCase();
-    if (!name.startsWith("impersonate-")) continue;
-    lines ??= new Map();
-    const values = lines.get(name);
-    if (values === undefined) lines.set(name, [raw[i + 1]!]);
-    else values.push(raw[i + 1]!);
-  }
-  for (const [name, values] of lines ?? []) if (values.length > 1) headers[name] = values;
-  return headers;
-}
-
-/** `headers` without the hop-by-hop ones (and those named by Connection). */
-export function endToEnd(
-  headers: http.IncomingHttpHeaders | http.OutgoingHttpHeaders,
-): http.OutgoingHttpHeaders {
-  const tokens = connectionTokens(headers);
-  const out: http.OutgoingHttpHeaders = {};
-  for (const [name, value] of Object.entries(headers)) {
-    if (value !== undefined && isEndToEnd(name, tokens)) out[name.toLowerCase()] = value;
-  }
-  return out;
 }

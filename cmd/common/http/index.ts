@@ -12,6 +12,7 @@ export {
 export { type EventStream, type EventStreamOptions, eventFrame, openEventStream } from "./event-stream.ts";
 export * from "./forwarder.ts";
 export * from "./guard.ts";
+export * from "./hop-by-hop.ts";
 export * from "./http-error.ts";
 export {
   type Http2Connections,

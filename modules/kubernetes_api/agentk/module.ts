@@ -2,8 +2,7 @@
 // credentials; without a Kubernetes configuration such streams are refused as UNAVAILABLE.
 
 import type { AgentkModuleFactory } from "../../runtime/index.ts";
-import { Phase } from "../../runtime/index.ts";
-import { KUBERNETES_SERVICE } from "../service.ts";
+import { KUBERNETES_SERVICE, Phase } from "../../runtime/index.ts";
 import { createKubernetesProxy } from "./forwarder.ts";
 import type { KubeConfigSource } from "./kube-config-source.ts";
 

@@ -4,7 +4,14 @@ import { readFile } from "node:fs/promises";
 import type * as http from "node:http";
 import type * as https from "node:https";
 import type { KubeConfig } from "@kubernetes/client-node";
-import type { Upstream } from "../../../cmd/common/http/index.ts";
+import { HttpError, type Upstream } from "../../../cmd/common/http/index.ts";
+import {
+  type ClusterIdentity,
+  decodeIdentity,
+  IdentityError,
+  impersonationHeaders,
+  isImpersonationHeader,
+} from "../identity.ts";
 import { type TlsSettings, UpstreamAgents } from "./agents.ts";
 import type { KubeConfigSource } from "./kube-config-source.ts";
 import { loadKubeConfig } from "./kubeconfig.ts";
@@ -51,16 +58,45 @@ export async function kubernetesUpstream(
 
   return {
     url,
-    async prepare(incoming) {
+    async prepare(incoming, identity) {
+      const as = identityOf(identity);
       const { tls, headers } = await settings.get();
-      // Whatever credentials came through the tunnel are kas's business; the API server sees
-      // agentk's own, plus the Impersonate-* headers kas set to say on whose behalf.
-      const { authorization: _dropped, ...rest } = incoming;
-      return { agent: agents.for(tls), headers: { ...rest, ...headers } };
+      return { agent: agents.for(tls), headers: clusterHeaders(incoming, headers, as) };
     },
     destroy: () => agents.destroy(),
   };
 }
+
+/** kas's decision on whom the cluster sees; without a readable one the request is refused. */
+function identityOf(value: string | undefined): ClusterIdentity {
+  try {
+    return decodeIdentity(value);
+  } catch (err) {
+    if (err instanceof IdentityError) throw new HttpError(403, `${err.message}: refused`);
+    throw err;
+  }
+}
+
+/**
+ * What the API server gets: the request's headers without any credential or identity of its own
+ * (what came through the tunnel is kas's business), agentk's credentials, and as whom kas decided.
+ * An impersonation by kas replaces one of agentk's kubeconfig (`as`) whole: never a mix of both.
+ */
+function clusterHeaders(
+  incoming: http.OutgoingHttpHeaders,
+  own: http.OutgoingHttpHeaders,
+  as: ClusterIdentity,
+): http.OutgoingHttpHeaders {
+  const out: http.OutgoingHttpHeaders = {};
+  for (const name in incoming)
+    if (!FROM_KAS_NEVER.has(name) && !isImpersonationHeader(name)) out[name] = incoming[name];
+  for (const name in own) if (as.as === "agent" || !isImpersonationHeader(name)) out[name] = own[name];
+  if (as.as === "impersonate") Object.assign(out, impersonationHeaders(as.who));
+  return out;
+}
+
+/** Credentials a request through the tunnel may carry that never reach the cluster. */
+const FROM_KAS_NEVER: ReadonlySet<string> = new Set(["authorization", "cookie"]);
 
 /**
  * Everything client-node would apply to a request (CA, client certificate and key, each from

@@ -1,13 +1,22 @@
 import type { IncomingMessage } from "node:http";
+import { encodeIdentity, type Impersonation } from "../identity.ts";
 
 /** Whose cluster a proxied request goes to, and as whom. */
 export interface ProxyAccess {
   agentId: string;
-  /**
-   * `Impersonate-*` headers kas sets for the agent to pass on (lowercase names; a list is sent as
-   * repeated headers). Absent: the agent's own identity.
-   */
-  impersonate?: Readonly<Record<string, string | readonly string[]>>;
+  /** Whom the cluster sees; absent: the agent's own identity. */
+  impersonate?: Impersonation;
+  /** The same decision as agentk reads it (the `Kas-Identity` header's value), encoded once. */
+  identity: string;
+}
+
+const AS_AGENT = encodeIdentity({ as: "agent" });
+
+/** The access of a request that reaches agent `agentId`'s cluster as `who` (absent: as the agent). */
+export function proxyAccess(agentId: string, who?: Impersonation): ProxyAccess {
+  return who === undefined
+    ? { agentId, identity: AS_AGENT }
+    : { agentId, impersonate: who, identity: encodeIdentity({ as: "impersonate", who }) };
 }
 
 /** Refusal of a proxied request: 401, 403, 404 or 503, with a message safe to return. */

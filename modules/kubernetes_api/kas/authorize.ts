@@ -2,11 +2,11 @@
 // job's allowed agents, a user's authorization for the agent), the agent's configuration as kas
 // read it says whether that is enough and as whom the cluster sees the request.
 import type { AgentConfigurations } from "../../runtime/index.ts";
-import { type AuthorizeProxyRequest, type ProxyAccess, ProxyAccessError } from "./access.ts";
+import { type AuthorizeProxyRequest, type ProxyAccess, ProxyAccessError, proxyAccess } from "./access.ts";
 import { ciAuthorization, userAccessAs } from "./access-rules.ts";
 import { parseProxyCredentials } from "./credentials.ts";
 import type { AllowedAgentsForJob, CiAccessAs, Impersonation, ProxyGitLab } from "./gitlab-answers.ts";
-import { ciJobIdentity, ciUserIdentity, impersonationHeaders, userIdentity } from "./impersonation.ts";
+import { ciJobIdentity, ciUserIdentity, userIdentity } from "./impersonation.ts";
 
 export interface ProxyAuthorizationOptions {
   /** The agent a static dev token belongs to (rejects with a ProxyAccessError); absent: none accepted. */
@@ -27,7 +27,7 @@ export function authorizeProxyRequest(o: ProxyAuthorizationOptions): AuthorizePr
       case "agent_token": {
         if (o.agentToken === undefined)
           throw new ProxyAccessError(401, "static agent tokens are not accepted (agent.static_tokens_file)");
-        return { agentId: (await o.agentToken(creds.token, signal)).agentId };
+        return proxyAccess((await o.agentToken(creds.token, signal)).agentId);
       }
       case "ci_job": {
         const job = await needGitLab("CI job tokens").allowedAgentsForJob(creds.jobToken, signal);
@@ -53,8 +53,7 @@ export function authorizeProxyRequest(o: ProxyAuthorizationOptions): AuthorizePr
           : (auth.accessAs as { user?: unknown }).user !== undefined
             ? "user"
             : "agent";
-        if (as === "agent") return { agentId };
-        return { agentId, impersonate: impersonationHeaders(userIdentity(auth, creds.kind)) };
+        return proxyAccess(agentId, as === "agent" ? undefined : userIdentity(auth, creds.kind));
       }
     }
   };
@@ -63,7 +62,7 @@ export function authorizeProxyRequest(o: ProxyAuthorizationOptions): AuthorizePr
 /**
  * The last decision per GitLab answer: the answer cache hands out the same object while it holds
  * it, and the agent's configuration is the same object until it changes, so a job's requests
- * build the impersonation headers once, not on each request (a sixth of kas's own work per
+ * encode their identity once, not on each request (a sixth of kas's own work per
  * request in `bench:rpc`'s kube list). Refusals are not kept: they are rare and cheap to repeat.
  */
 const lastCiAccess = new WeakMap<
@@ -101,10 +100,8 @@ function ciJobAccess(
     : (allowed.configuration.accessAs ?? { agent: {} });
   // One key is set (an absent one may still be present as undefined).
   const as = accessAs as Partial<Record<string, unknown>> & { impersonate?: Impersonation };
-  if (as.impersonate !== undefined) return { agentId, impersonate: impersonationHeaders(as.impersonate) };
-  if (as.ci_job !== undefined)
-    return { agentId, impersonate: impersonationHeaders(ciJobIdentity(job, allowed)) };
-  if (as.ci_user !== undefined)
-    return { agentId, impersonate: impersonationHeaders(ciUserIdentity(job, allowed)) };
-  return { agentId };
+  if (as.impersonate !== undefined) return proxyAccess(agentId, as.impersonate);
+  if (as.ci_job !== undefined) return proxyAccess(agentId, ciJobIdentity(job, allowed));
+  if (as.ci_user !== undefined) return proxyAccess(agentId, ciUserIdentity(job, allowed));
+  return proxyAccess(agentId);
 }

@@ -1,5 +1,6 @@
 // What kas asks GitLab about a proxy request's credentials, and GitLab's answers (read from its
 // wire names in cmd/kas/auth/proxy-gitlab.ts). Ids are decimal strings (GitLab's are int64).
+import type { Impersonation } from "../identity.ts";
 
 /** One agent GitLab lets the job use (`allowed_agents[]`), with the ci_access entry GitLab matched. */
 export interface AllowedAgent {
@@ -24,12 +25,7 @@ export type CiAccessAs =
   | { ci_job: Record<string, never> }
   | { ci_user: Record<string, never> };
 
-export interface Impersonation {
-  username: string;
-  groups: readonly string[];
-  uid?: string;
-  extra: readonly { key: string; val: readonly string[] }[];
-}
+export type { Impersonation } from "../identity.ts";
 
 /** `GET /api/v4/job/allowed_agents` (header `Job-Token`). */
 export interface AllowedAgentsForJob {

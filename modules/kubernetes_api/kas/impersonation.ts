@@ -1,10 +1,10 @@
 // As whom kas has the cluster see a request: GitLab's identities (`gitlab:ci_job:<id>`,
-// `gitlab:user:<name>`, their groups and `agent.gitlab.com/` extras), as Impersonate-* headers
-// that agentk passes on to the API server under its own credentials.
+// `gitlab:user:<name>`, their groups and `agent.gitlab.com/` extras), which agentk sends to the
+// API server as Impersonate-* headers under its own credentials (see ../identity.ts).
+import type { Impersonation } from "../identity.ts";
 import type {
   AllowedAgent,
   AllowedAgentsForJob,
-  Impersonation,
   ProxyUserAuthorization,
   RoleAccess,
 } from "./gitlab-answers.ts";
@@ -68,26 +68,4 @@ export function userIdentity(auth: ProxyUserAuthorization, accessType: string): 
       { key: `${EXTRA}config_project_id`, val: [auth.agent.configProjectId] },
     ],
   };
-}
-
-/**
- * The Impersonate-* request headers for `who` (lowercase names; a list is sent as repeated
- * headers). Extra keys are percent-encoded into the header name as the API server expects.
- */
-export function impersonationHeaders(who: Impersonation): Record<string, string | string[]> {
-  const headers: Record<string, string | string[]> = { "impersonate-user": who.username };
-  if (who.groups.length > 0) headers["impersonate-group"] = [...who.groups];
-  if (who.uid !== undefined) headers["impersonate-uid"] = who.uid;
-  for (const { key, val } of who.extra) headers[`impersonate-extra-${escapeExtraKey(key)}`] = [...val];
-  return headers;
-}
-
-/** RFC 7230 token characters stay (lowercased, as header names are case-insensitive), others become %XX. */
-export function escapeExtraKey(key: string): string {
-  let out = "";
-  for (const byte of Buffer.from(key.toLowerCase(), "utf8")) {
-    const c = String.fromCharCode(byte);
-    out += /[A-Za-z0-9!#$&'*+\-.^_`|~]/.test(c) ? c : `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
-  }
-  return out;
 }

@@ -16,7 +16,8 @@ import {
 } from "../../../cmd/common/http/index.ts";
 import { kubeStatus } from "../../../cmd/common/kubernetes-status.ts";
 import type { RequestMetrics } from "../../../cmd/common/observability/index.ts";
-import { KUBERNETES_SERVICE } from "../service.ts";
+import { KUBERNETES_SERVICE } from "../../runtime/index.ts";
+import { isImpersonationHeader } from "../identity.ts";
 import { type AuthorizeProxyRequest, type ProxyAccess, ProxyAccessError } from "./access.ts";
 import { type CorsPolicy, corsHeaders, preflightHeaders } from "./cors.ts";
 import { CREDENTIAL_HEADERS } from "./credentials.ts";
@@ -41,8 +42,9 @@ const UPGRADE_ROUTE = "kubernetes_api_upgrade";
  * agentk's `kubernetes` service, which sends it to the API server with its own credentials.
  * Both bodies stream (watch, `logs -f`); Upgrade requests (exec, attach, port-forward) are
  * spliced. The caller's credentials (`Authorization`, cookies, `Gitlab-Agent-Id`, `X-Csrf-Token`)
- * never reach the agent. When kas impersonates, a request with its own `Impersonate-*` headers is
- * refused (403); otherwise they are dropped. Refusals of credentials (401) carry
+ * never reach the agent, nor do its own `Impersonate-*` headers: as whom the cluster sees the
+ * request travels as kas's identity header only (see ../identity.ts). When kas impersonates, a
+ * request with its own `Impersonate-*` headers is refused (403); otherwise they are dropped. Refusals of credentials (401) carry
  * `Gitlab-Unauthorized: true`, telling them apart from the cluster's own 401. Failures are Kubernetes `Status` objects: 401 / 403 / 404 from
  * authorization or the agent's refusal, 503 agent not connected (within `agent.dial_timeout`),
  * 504 no answer in time, 502 otherwise.
@@ -57,19 +59,15 @@ export async function serveKubernetesProxy(options: KubernetesProxyOptions): Pro
       return failure(404, `the Kubernetes API is served under ${prefix}/`);
     }
     const rest = raw.slice(prefix.length);
-    let drop = CREDENTIAL_HEADERS;
-    for (const name in req.headers) {
-      if (!name.startsWith("impersonate-")) continue;
-      if (access.impersonate !== undefined) {
-        return failure(403, `kas impersonates on this agent's behalf: the request may not set ${name}`);
-      }
-      if (drop === CREDENTIAL_HEADERS) drop = new Set(CREDENTIAL_HEADERS);
-      (drop as Set<string>).add(name);
+    if (access.impersonate !== undefined) {
+      const own = Object.keys(req.headers).find(isImpersonationHeader);
+      if (own !== undefined)
+        return failure(403, `kas impersonates on this agent's behalf: the request may not set ${own}`);
     }
     return {
       path: rest.startsWith("/") ? rest : `/${rest}`,
-      drop,
-      ...(access.impersonate !== undefined && { add: access.impersonate }),
+      drop: notForTheCluster,
+      identity: access.identity,
     };
   };
 
@@ -144,6 +142,10 @@ export async function serveKubernetesProxy(options: KubernetesProxyOptions): Pro
     onUpgrade: upgrade,
   });
 }
+
+/** Client headers that never reach the agent: GitLab's credentials and any identity of the client's own. */
+const notForTheCluster = (name: string): boolean =>
+  CREDENTIAL_HEADERS.has(name) || isImpersonationHeader(name);
 
 /** Failures as kubectl expects them: a Kubernetes `Status`. */
 const renderStatus: ErrorRenderer = (f) => ({

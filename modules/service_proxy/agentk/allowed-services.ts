@@ -3,6 +3,7 @@ import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { flag } from "../../../cmd/common/config/flags.ts";
 import { parseString, parseUrl, ValueError } from "../../../cmd/common/config/values.ts";
+import { KUBERNETES_SERVICE } from "../../runtime/index.ts";
 
 /** An in-cluster HTTP service kas may reach through the tunnel, by name; nothing else is reachable. */
 export interface AllowedService {
@@ -24,6 +25,11 @@ function checkedService(name: string, url: unknown): AllowedService {
   if (!NAME.test(name) || name.length > 63) {
     throw new ValueError(
       `service name ${JSON.stringify(name)} must be a DNS label (a-z, 0-9, "-", at most 63)`,
+    );
+  }
+  if (name === KUBERNETES_SERVICE) {
+    throw new ValueError(
+      `service name ${JSON.stringify(name)} is reserved for the Kubernetes API, which kas reaches through its Kubernetes API proxy only`,
     );
   }
   try {

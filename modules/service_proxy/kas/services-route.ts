@@ -12,7 +12,7 @@ import {
   SERVICE_NAME,
   sendJson,
 } from "../../../cmd/common/http/index.ts";
-import type { ApiRoute } from "../../runtime/index.ts";
+import { type ApiRoute, KUBERNETES_SERVICE } from "../../runtime/index.ts";
 
 export const SERVICE_ROUTE = "/api/v1/agents/{agent_id}/services/{name}/*";
 const SERVICE_PATH = /^\/api\/v1\/agents\/([^/]+)\/services\/([^/]+)(\/.*)?$/;
@@ -21,15 +21,16 @@ const SERVICE_PATH = /^\/api\/v1\/agents\/([^/]+)\/services\/([^/]+)(\/.*)?$/;
  * `ANY /api/v1/agents/{agentId}/services/{name}/{path}` on GitLab's API -> proxied, streaming, to
  * the agent's allow-listed in-cluster service `name` at `/{path}` (how GitLab queries Prometheus);
  * Upgrade requests included. Errors: 400 bad agent id or malformed percent-encoding, 404 not
- * allow-listed (the agent's reason), 503 agent not connected within `agent.dial_timeout`, 504 no
+ * allow-listed (the agent's reason, or `kubernetes`: the cluster's API is not a service), 503 agent not connected within `agent.dial_timeout`, 504 no
  * answer, 502 otherwise; body `{"error": "..."}`.
  */
 export function servicesRoute(
   proxy: AgentHttpProxy,
   /** Headers for kas only (GitLab's credentials): they never reach the agent's services. */
-  drop: ReadonlySet<string>,
+  credentials: ReadonlySet<string>,
   log?: { warn(obj: object, msg: string): void },
 ): ApiRoute {
+  const drop = (name: string) => credentials.has(name);
   return {
     route: SERVICE_ROUTE,
     matches: (pathname) => SERVICE_PATH.test(pathname),
@@ -71,5 +72,9 @@ function serviceTarget(
   const service = decodePathSegment(m[2]!, "service name");
   if (!/^[1-9]\d*$/.test(agentId)) throw new HttpError(400, "agent id must be a positive integer");
   if (!SERVICE_NAME.test(service)) throw new HttpError(404, `service "${service}" is not allow-listed`);
+  // The Kubernetes API is reached through the Kubernetes API proxy only, under its credential and
+  // impersonation rules; agentk refuses it without kas's identity in any case.
+  if (service === KUBERNETES_SERVICE)
+    throw new HttpError(404, `service "${service}" is not allow-listed: use the Kubernetes API proxy`);
   return { agentId, service, path: `${m[3] ?? "/"}${search}` };
 }

@@ -31,6 +31,16 @@ export function impersonationOf(req: IncomingMessage): UserInfo | undefined {
   return { username, ...(uid !== undefined && { uid }), groups: h["impersonate-group"] ?? [], extra };
 }
 
+/**
+ * Why the API server refuses `req`'s impersonation, if it does: groups, a uid or extras without a
+ * user (its impersonation filter answers 500 "requested ... without impersonating a user").
+ */
+export function impersonationRefusal(req: IncomingMessage): string | undefined {
+  if (req.headers["impersonate-user"] !== undefined) return undefined;
+  const partial = Object.keys(req.headers).filter((n) => n.startsWith("impersonate-"));
+  return partial.length === 0 ? undefined : `requested ${partial.join(", ")} without impersonating a user`;
+}
+
 /** The body of a SelfSubjectReview created by `who` (POST /apis/authentication.k8s.io/v1/selfsubjectreviews). */
 export function selfSubjectReview(who: UserInfo) {
   return {

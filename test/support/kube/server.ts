@@ -17,7 +17,13 @@ import {
   wantsAggregated,
 } from "./discovery.ts";
 import { ExecServer } from "./exec.ts";
-import { impersonationOf, selfSubjectReview, TOKEN_USER, type UserInfo } from "./impersonation.ts";
+import {
+  impersonationOf,
+  impersonationRefusal,
+  selfSubjectReview,
+  TOKEN_USER,
+  type UserInfo,
+} from "./impersonation.ts";
 import { openApiV2Protobuf, openApiV3GroupVersion, openApiV3Root } from "./openapi.ts";
 import { jsonPatch, mergePatch, PATCH_TYPES, patchTypeOf } from "./patch.ts";
 import { decodeKubernetesProtobuf } from "./protobuf.ts";
@@ -33,6 +39,8 @@ export interface RecordedRequest {
   /** Path and query, as sent. */
   path: string;
   headers: IncomingHttpHeaders;
+  /** The header lines as they came (`[name, value, …]`, repeated lines kept). */
+  rawHeaders: string[];
   /** The identity its Impersonate-* headers asked for (each header line one value), if any. */
   impersonation?: UserInfo;
 }
@@ -105,6 +113,7 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
       method: req.method ?? "",
       path: req.url ?? "",
       headers: { ...req.headers },
+      rawHeaders: [...req.rawHeaders],
       ...(impersonation && { impersonation }),
     });
   };
@@ -112,6 +121,8 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
   const server: Server = createServer({ cert: pki.cert, key: pki.key }, (req, res) => {
     record(req);
     if (!authorized(req)) return sendStatus(res, 401, "Unauthorized", "Unauthorized");
+    const partial = impersonationRefusal(req);
+    if (partial !== undefined) return sendStatus(res, 500, "InternalError", partial);
     route(req, res).catch((err: unknown) => sendError(res, err));
   });
   let connections = 0;
@@ -131,6 +142,8 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
     const refuse = (code: number, reason: string, message: string) =>
       socket.end(rawResponse(code, reason, statusBody(code, reason, message)));
     if (!authorized(req)) return refuse(401, "Unauthorized", "Unauthorized");
+    const partial = impersonationRefusal(req);
+    if (partial !== undefined) return refuse(500, "InternalError", partial);
     if (!m) return refuse(404, "NotFound", "the server could not find the requested resource");
     if (!store.has("pods", m[1], m[2]!)) return refuse(404, "NotFound", `pods "${m[2]}" not found`);
     if (m[3] === "exec" && ExecServer.accepts(req)) {

@@ -11,6 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test, vi } from "vite
 import { parse, stringify } from "yaml";
 import type { Upstream } from "../../../../cmd/common/http/index.ts";
 import { kubernetesUpstream } from "../../../../modules/kubernetes_api/agentk/upstream.ts";
+import { encodeIdentity } from "../../../../modules/kubernetes_api/identity.ts";
 import { startConnectProxy } from "../../../support/connect-proxy.ts";
 import { type KubeApiServer, startKubeApiServer } from "../../../support/kube-apiserver.ts";
 import { kubeconfigYaml } from "../../../support/kubeconfig.ts";
@@ -62,9 +63,17 @@ async function kubeconfigWith(name: string, extra: { cluster?: object; user?: ob
 /** The Authorization the API server saw on the last request. */
 const lastAuthorization = (server: KubeApiServer) => server.requests.at(-1)?.headers.authorization;
 
+/** kas's identity header for a request as the agent itself. */
+const AS_AGENT = encodeIdentity({ as: "agent" });
+
 /** GET `path` on the upstream as agentk's proxy would: its agent (TLS), its headers. */
-async function get(upstream: Upstream, path: string, incoming: Record<string, string> = {}) {
-  const { agent, headers } = await upstream.prepare(incoming);
+async function get(
+  upstream: Upstream,
+  path: string,
+  incoming: Record<string, string> = {},
+  identity: string | undefined = AS_AGENT,
+) {
+  const { agent, headers } = await upstream.prepare(incoming, identity);
   const req = request(new URL(path, upstream.url), { agent: agent as never, headers }).end();
   const [res] = (await once(req, "response", { signal: AbortSignal.timeout(10_000) })) as [IncomingMessage];
   res.resume();
@@ -74,7 +83,7 @@ async function get(upstream: Upstream, path: string, incoming: Record<string, st
 
 /** Starts GET `path` and returns the response as soon as its head is in (a watch's body streams on). */
 async function open(upstream: Upstream, path: string): Promise<IncomingMessage> {
-  const { agent, headers } = await upstream.prepare({});
+  const { agent, headers } = await upstream.prepare({}, AS_AGENT);
   const req = request(new URL(path, upstream.url), { agent: agent as never, headers }).end();
   const [res] = (await once(req, "response", { signal: AbortSignal.timeout(10_000) })) as [IncomingMessage];
   return res;
@@ -85,18 +94,77 @@ describe("agentk's Kubernetes upstream", () => {
     expect(await kubernetesUpstream({ kind: "none" })).toBeUndefined();
   });
 
-  test("kubeconfig: the file's server, CA and token; incoming Authorization replaced, Impersonate-* kept", async () => {
+  test("kubeconfig: the file's server, CA and token; incoming Authorization and Impersonate-* replaced by kas's identity", async () => {
     const upstream = (await kubernetesUpstream({
       kind: "kubeconfig",
       paths: [await api.writeKubeconfig(join(dir, "kubeconfig"))],
     }))!;
     expect(upstream.url.href).toBe(`${api.url}/`);
-    const { status, headers } = await get(upstream, "/api/v1/namespaces", {
+    const incoming = {
       authorization: "Bearer from-kas",
+      cookie: "a=b",
       "impersonate-user": "jane",
+      accept: "x",
+    };
+    const asAgent = await get(upstream, "/api/v1/namespaces", incoming);
+    expect(asAgent.status).toBe(200);
+    expect(asAgent.headers).toEqual({ authorization: `Bearer ${api.token}`, accept: "x" });
+
+    const who = {
+      username: "gitlab:ci_job:1",
+      groups: ["gitlab:ci_job"],
+      extra: [{ key: "a.b/C", val: ["1", "2"] }],
+    };
+    const asJob = await get(
+      upstream,
+      "/api/v1/namespaces",
+      incoming,
+      encodeIdentity({ as: "impersonate", who }),
+    );
+    expect(asJob.status).toBe(200);
+    expect(asJob.headers).toEqual({
+      authorization: `Bearer ${api.token}`,
+      accept: "x",
+      "impersonate-user": "gitlab:ci_job:1",
+      "impersonate-group": ["gitlab:ci_job"],
+      "impersonate-extra-a.b%2Fc": ["1", "2"],
     });
-    expect(status).toBe(200);
-    expect(headers).toEqual({ authorization: `Bearer ${api.token}`, "impersonate-user": "jane" });
+    expect(api.requests.at(-1)?.impersonation).toEqual({
+      username: "gitlab:ci_job:1",
+      groups: ["gitlab:ci_job"],
+      extra: { "a.b/c": ["1", "2"] },
+    });
+  });
+
+  test("no identity from kas, or one it cannot read: refused (403), never sent as agentk itself", async () => {
+    const upstream = (await kubernetesUpstream({
+      kind: "kubeconfig",
+      paths: [await api.writeKubeconfig(join(dir, "kubeconfig-refuse"))],
+    }))!;
+    for (const identity of [
+      undefined,
+      "",
+      "not json",
+      `${AS_AGENT}, ${AS_AGENT}`,
+      Buffer.from('{"v":1,"as":"root"}').toString("base64url"),
+    ]) {
+      await expect(upstream.prepare({}, identity)).rejects.toMatchObject({ status: 403 });
+    }
+  });
+
+  test("a kubeconfig user with `as`: kas's impersonation replaces it whole, never a mix of both", async () => {
+    const path = await kubeconfigWith("kubeconfig-as", {
+      user: { token: api.token, as: "agentk-operator", "as-groups": ["operators"] },
+    });
+    const upstream = (await kubernetesUpstream({ kind: "kubeconfig", paths: [path] }))!;
+    const own = await get(upstream, "/api");
+    expect(own.headers).toMatchObject({ "impersonate-user": "agentk-operator" });
+    const who = { username: "deployer", groups: [], extra: [] };
+    const asKas = await get(upstream, "/api", {}, encodeIdentity({ as: "impersonate", who }));
+    expect(Object.keys(asKas.headers).filter((n) => n.startsWith("impersonate-"))).toEqual([
+      "impersonate-user",
+    ]);
+    expect(asKas.headers["impersonate-user"]).toBe("deployer");
   });
 
   test("several kubeconfig files: merged, the first one's current context wins", async () => {

@@ -2,6 +2,8 @@
 // decision per answer): a changed configuration must still change the decision at once.
 import type { IncomingMessage } from "node:http";
 import { expect, test } from "vitest";
+import { decodeIdentity } from "../../../../modules/kubernetes_api/identity.ts";
+import { proxyAccess } from "../../../../modules/kubernetes_api/kas/access.ts";
 import { authorizeProxyRequest } from "../../../../modules/kubernetes_api/kas/authorize.ts";
 import type { AllowedAgentsForJob } from "../../../../modules/kubernetes_api/kas/gitlab-answers.ts";
 import { type AgentConfiguration, AgentConfigurations } from "../../../../modules/runtime/index.ts";
@@ -40,15 +42,17 @@ test("the same GitLab answer, a changed configuration: the new access_as applies
 
   const first = await authorize(request, signal);
   const second = await authorize(request, signal);
-  expect(first.impersonate?.["impersonate-user"]).toBe("gitlab:ci_job:1");
+  expect(first.impersonate?.username).toBe("gitlab:ci_job:1");
   expect(second).toBe(first); // decided once for this answer and configuration
 
   config = configAs({ agent: {} });
   const third = await authorize(request, signal);
-  expect(third).toEqual({ agentId: "42" }); // as the agent itself now: no impersonation
+  expect(third).toEqual(proxyAccess("42")); // as the agent itself now: no impersonation
+  expect(third.impersonate).toBeUndefined();
 
   config = configAs({ impersonate: { username: "deployer", groups: ["ops"], extra: [] } });
   const fourth = await authorize(request, signal);
-  expect(fourth.impersonate).toEqual({ "impersonate-user": "deployer", "impersonate-group": ["ops"] });
+  expect(fourth.impersonate).toEqual({ username: "deployer", groups: ["ops"], extra: [] });
+  expect(decodeIdentity(fourth.identity)).toEqual({ as: "impersonate", who: fourth.impersonate });
   expect(lookups).toBe(4);
 });
