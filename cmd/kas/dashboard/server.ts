@@ -2,7 +2,7 @@
 // (`/api/agents`) and as a live event stream (`/api/events`, SSE, from the views hub). With a token
 // configured, everything but the login page and the static bundle needs a session cookie.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { RateLimiterMemory } from "rate-limiter-flexible";
+import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
 import { serveEvents } from "../../../modules/cluster_views/kas/sse.ts";
 import type { ViewsHub } from "../../../modules/cluster_views/views.ts";
 import type { ListenConfig } from "../../common/config/values.ts";
@@ -21,8 +21,8 @@ import { type DashboardSessions, dashboardSessions } from "./session.ts";
 
 /** A login form is a few bytes: more is not one. */
 const MAX_LOGIN_BODY = 4096;
-/** Wrong tokens from one address are counted over this window. */
-const LOGIN_FAILURE_WINDOW_S = 300;
+/** Login attempts from one address are counted over this window. */
+const LOGIN_WINDOW_S = 300;
 
 export interface DashboardServerOptions {
   listen: ListenConfig;
@@ -32,7 +32,10 @@ export interface DashboardServerOptions {
   hub: ViewsHub;
   assets: DashboardAssets;
   heartbeatMs?: number;
-  /** Wrong tokens one client address may give per 5 minutes before logins from it get 429 (default 10). */
+  /**
+   * Wrong tokens one client address may give per 5 minutes before logins from it get 429 (default
+   * 10). Each attempt is counted before its token is compared; a right token gives its back.
+   */
   maxLoginFailures?: number;
   /** Event streams served at most (default 1000); beyond, 503. */
   maxStreams?: number;
@@ -61,10 +64,7 @@ export async function serveDashboard(o: DashboardServerOptions): Promise<Dashboa
   const sessions =
     o.token === undefined ? undefined : dashboardSessions(o.token, { ttlMs: o.sessionTtlMs, secure: tls });
   const streams = new Set<EventStream>();
-  const failures = new RateLimiterMemory({
-    points: o.maxLoginFailures ?? 10,
-    duration: LOGIN_FAILURE_WINDOW_S,
-  });
+  const attempts = new RateLimiterMemory({ points: o.maxLoginFailures ?? 10, duration: LOGIN_WINDOW_S });
 
   const handler = async (req: IncomingMessage, res: ServerResponse) => {
     res.setHeader("content-security-policy", CONTENT_SECURITY_POLICY);
@@ -77,7 +77,7 @@ export async function serveDashboard(o: DashboardServerOptions): Promise<Dashboa
       const type = pathname === "/app.js" ? "text/javascript" : "text/css";
       return send(res, 200, type, o.assets[pathname.slice(1) as keyof DashboardAssets], "no-cache");
     }
-    if (pathname === "/login") return login(req, res, method, sessions, failures);
+    if (pathname === "/login") return login(req, res, method, sessions, attempts);
     if (pathname === "/logout") {
       allow(method, ["POST"]);
       res.setHeader("set-cookie", sessions?.clear ?? []);
@@ -160,29 +160,39 @@ async function login(
   res: ServerResponse,
   method: string,
   sessions: DashboardSessions | undefined,
-  failures: RateLimiterMemory,
+  attempts: RateLimiterMemory,
 ): Promise<void> {
   allow(method, ["GET", "HEAD", "POST"]);
   if (!sessions) return redirect(res, "/");
   if (method !== "POST") return send(res, 200, "text/html; charset=utf-8", loginPage(), "no-store");
-  // Guessing the token is slowed down to a few tries per address and window.
+  const type = req.headers["content-type"]?.split(";")[0]?.trim();
+  if (type !== "application/x-www-form-urlencoded") throw new HttpError(415, "expected a login form");
+  // Guessing the token is slowed down to a few tries per address and window. The try is taken
+  // before the body is even read: counted only once it failed, a burst of concurrent guesses
+  // would all be compared before the first of them counted.
   const client = req.socket.remoteAddress ?? "unknown";
-  const seen = await failures.get(client);
-  if (seen !== null && seen.remainingPoints <= 0) {
-    const retryAfter = Math.ceil(seen.msBeforeNext / 1000);
+  await takeAttempt(attempts, client);
+  const token = new URLSearchParams(await readBody(req, MAX_LOGIN_BODY)).get("token") ?? "";
+  if (!sessions.tokenMatches(token)) {
+    return send(res, 401, "text/html; charset=utf-8", loginPage("Wrong token: try again."), "no-store");
+  }
+  // Only wrong tokens count against the address: whoever knows the token is not slowed down.
+  await attempts.reward(client, 1);
+  res.setHeader("set-cookie", await sessions.issue());
+  return redirect(res, "/");
+}
+
+/** Takes one login attempt of `client`'s, or refuses with 429 and when to try again. */
+async function takeAttempt(attempts: RateLimiterMemory, client: string): Promise<void> {
+  try {
+    await attempts.consume(client, 1);
+  } catch (err) {
+    if (!(err instanceof RateLimiterRes)) throw err;
+    const retryAfter = Math.max(1, Math.ceil(err.msBeforeNext / 1000));
     throw new HttpError(429, `too many wrong tokens: try again in ${retryAfter} s`, {
       "retry-after": String(retryAfter),
     });
   }
-  const type = req.headers["content-type"]?.split(";")[0]?.trim();
-  if (type !== "application/x-www-form-urlencoded") throw new HttpError(415, "expected a login form");
-  const token = new URLSearchParams(await readBody(req, MAX_LOGIN_BODY)).get("token") ?? "";
-  if (!sessions.tokenMatches(token)) {
-    await failures.penalty(client, 1);
-    return send(res, 401, "text/html; charset=utf-8", loginPage("Wrong token: try again."), "no-store");
-  }
-  res.setHeader("set-cookie", await sessions.issue());
-  return redirect(res, "/");
 }
 
 function allow(method: string, methods: string[]): void {
