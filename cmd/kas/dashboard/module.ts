@@ -8,6 +8,8 @@ import { listenerModule, Phase } from "../../../modules/runtime/index.ts";
 import { ConfigError } from "../../common/config/errors.ts";
 import { loadDashboardAssets } from "./assets.ts";
 import type { DashboardKasConfig } from "./config.ts";
+import { RedisRevocations } from "./redis-revocations.ts";
+import { MemoryRevocations } from "./revocations.ts";
 import { serveDashboard } from "./server.ts";
 
 export function dashboardModule(
@@ -15,38 +17,53 @@ export function dashboardModule(
   hubOf: () => ViewsHub | undefined,
   tuning?: { heartbeatMs?: number },
 ): KasModuleFactory {
-  return listenerModule("dashboard", Phase.front, "dashboard", async ({ log, registry, requests }) => {
-    const { address } = config.listen;
-    if (address === undefined) return undefined;
-    const hub = hubOf();
-    if (!hub) throw new Error("dashboard.listen.address is set, but kas has no cluster views to show");
-    const token = config.tokenFile === undefined ? undefined : await readToken(config.tokenFile);
-    const streams = new Gauge({
-      name: "kas_dashboard_event_streams",
-      help: "Open event streams of dashboard pages.",
-      registers: [registry],
-    });
-    const drops = new Counter({
-      name: "kas_dashboard_event_streams_dropped_total",
-      help: "Dashboard event streams cut (too slow a reader, or the views hub dropped them), by reason.",
-      labelNames: ["reason"],
-      registers: [registry],
-    });
-    const server = await serveDashboard({
-      listen: { ...config.listen, address },
-      ...(token !== undefined && { token }),
-      sessionTtlMs: config.sessionTtlMs,
-      hub,
-      assets: await loadDashboardAssets(),
-      ...(tuning?.heartbeatMs !== undefined && { heartbeatMs: tuning.heartbeatMs }),
-      log,
-      metrics: requests,
-      onStreams: (n) => streams.set(n),
-      onDrop: (reason) => drops.inc({ reason: reason === "too slow" ? reason : "hub" }),
-    });
-    log.info({ url: server.url, login: token !== undefined }, "dashboard listening");
-    return server;
-  });
+  return listenerModule(
+    "dashboard",
+    Phase.front,
+    "dashboard",
+    async ({ log, registry, requests, redis, broadcast }) => {
+      const { address } = config.listen;
+      if (address === undefined) return undefined;
+      const hub = hubOf();
+      if (!hub) throw new Error("dashboard.listen.address is set, but kas has no cluster views to show");
+      const token = config.tokenFile === undefined ? undefined : await readToken(config.tokenFile);
+      const streams = new Gauge({
+        name: "kas_dashboard_event_streams",
+        help: "Open event streams of dashboard pages.",
+        registers: [registry],
+      });
+      const drops = new Counter({
+        name: "kas_dashboard_event_streams_dropped_total",
+        help: "Dashboard event streams cut (too slow a reader, or the views hub dropped them), by reason.",
+        labelNames: ["reason"],
+        registers: [registry],
+      });
+      // With Redis, a logout on one replica holds on all of them.
+      const revocations = redis ? new RedisRevocations(redis, broadcast, log) : new MemoryRevocations();
+      const server = await serveDashboard({
+        listen: { ...config.listen, address },
+        ...(token !== undefined && { token }),
+        sessionTtlMs: config.sessionTtlMs,
+        sessionGeneration: config.sessionGeneration,
+        revocations,
+        hub,
+        assets: await loadDashboardAssets(),
+        ...(tuning?.heartbeatMs !== undefined && { heartbeatMs: tuning.heartbeatMs }),
+        log,
+        metrics: requests,
+        onStreams: (n) => streams.set(n),
+        onDrop: (reason) => drops.inc({ reason: reason === "too slow" ? reason : "hub" }),
+      });
+      log.info({ url: server.url, login: token !== undefined }, "dashboard listening");
+      return {
+        url: server.url,
+        async close(graceMs: number) {
+          await server.close(graceMs);
+          if (revocations instanceof RedisRevocations) revocations.close();
+        },
+      };
+    },
+  );
 }
 
 async function readToken(path: string): Promise<string> {

@@ -17,6 +17,7 @@ import {
 import type { RequestMetrics } from "../../common/observability/index.ts";
 import type { DashboardAssets } from "./assets.ts";
 import { appPage, CONTENT_SECURITY_POLICY, loginPage } from "./pages.ts";
+import { MemoryRevocations, type SessionRevocations } from "./revocations.ts";
 import { type DashboardSessions, dashboardSessions } from "./session.ts";
 
 /** A login form is a few bytes: more is not one. */
@@ -29,6 +30,10 @@ export interface DashboardServerOptions {
   /** Absent: no login (allowed on loopback only; the configuration checks that). */
   token?: string;
   sessionTtlMs: number;
+  /** Part of the sessions' signing key: raising it ends every session at once (default 1). */
+  sessionGeneration?: number;
+  /** Where logouts are recorded (default: this process's memory; with Redis, every replica's). */
+  revocations?: SessionRevocations;
   hub: ViewsHub;
   assets: DashboardAssets;
   heartbeatMs?: number;
@@ -61,9 +66,22 @@ const ROUTES = ["/", "/login", "/logout", "/app.js", "/app.css", "/api/agents", 
 
 export async function serveDashboard(o: DashboardServerOptions): Promise<DashboardServer> {
   const tls = o.listen.certificateFile !== undefined;
+  const revocations = o.revocations ?? new MemoryRevocations();
   const sessions =
-    o.token === undefined ? undefined : dashboardSessions(o.token, { ttlMs: o.sessionTtlMs, secure: tls });
+    o.token === undefined
+      ? undefined
+      : dashboardSessions(o.token, {
+          ttlMs: o.sessionTtlMs,
+          secure: tls,
+          ...(o.sessionGeneration !== undefined && { generation: o.sessionGeneration }),
+          revocations,
+        });
   const streams = new Set<EventStream>();
+  /** The event streams of each session: a logout (here or on another replica) ends them. */
+  const streamsOf = new Map<string, Set<EventStream>>();
+  const stopHearing = revocations.onRevoked((id) => {
+    for (const stream of streamsOf.get(id) ?? []) stream.close("logged out");
+  });
   const attempts = new RateLimiterMemory({ points: o.maxLoginFailures ?? 10, duration: LOGIN_WINDOW_S });
 
   const handler = async (req: IncomingMessage, res: ServerResponse) => {
@@ -80,10 +98,13 @@ export async function serveDashboard(o: DashboardServerOptions): Promise<Dashboa
     if (pathname === "/login") return login(req, res, method, sessions, attempts);
     if (pathname === "/logout") {
       allow(method, ["POST"]);
+      // Clearing the cookie is not enough: whoever copied it could go on using it.
+      await sessions?.revoke(req);
       res.setHeader("set-cookie", sessions?.clear ?? []);
       return redirect(res, sessions ? "/login" : "/");
     }
-    const loggedIn = sessions === undefined || (await sessions.valid(req));
+    const session = await sessions?.of(req);
+    const loggedIn = sessions === undefined || session !== undefined;
     if (pathname === "/") {
       allow(method, ["GET", "HEAD"]);
       if (!loggedIn) return redirect(res, "/login");
@@ -96,12 +117,12 @@ export async function serveDashboard(o: DashboardServerOptions): Promise<Dashboa
         const agents = await o.hub.list();
         return send(res, 200, "application/json", JSON.stringify({ agents }), "no-store");
       }
-      return events(req, res);
+      return events(req, res, session?.id);
     }
     throw new HttpError(404, `no such page: ${pathname}`);
   };
 
-  const events = (req: IncomingMessage, res: ServerResponse) => {
+  const events = (req: IncomingMessage, res: ServerResponse, sessionId: string | undefined) => {
     const max = o.maxStreams ?? 1000;
     if (streams.size >= max) {
       throw new HttpError(503, `the dashboard serves its maximum of ${max} event streams`, {
@@ -119,10 +140,16 @@ export async function serveDashboard(o: DashboardServerOptions): Promise<Dashboa
         maxBufferedBytes: o.maxBufferedBytes ?? 1024 * 1024,
         onOpen: (stream) => {
           streams.add(stream);
+          if (sessionId !== undefined) {
+            const ofSession = streamsOf.get(sessionId) ?? new Set();
+            streamsOf.set(sessionId, ofSession.add(stream));
+          }
           o.onStreams?.(streams.size);
         },
         onClose: (reason, stream) => {
           streams.delete(stream);
+          const ofSession = sessionId === undefined ? undefined : streamsOf.get(sessionId);
+          if (ofSession?.delete(stream) && ofSession.size === 0) streamsOf.delete(sessionId!);
           o.onStreams?.(streams.size);
           if (reason === "too slow" || reason.startsWith("dropped: ")) o.onDrop?.(reason);
         },
@@ -149,6 +176,7 @@ export async function serveDashboard(o: DashboardServerOptions): Promise<Dashboa
       return streams.size;
     },
     async close(graceMs) {
+      stopHearing();
       for (const stream of [...streams]) stream.close("shutting down");
       await listener.close(graceMs);
     },
