@@ -6,6 +6,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { type IncomingHttpHeaders, request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Redis } from "ioredis";
 import { fetch } from "undici";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { type DashboardServer, serveDashboard } from "../../cmd/kas/dashboard/server.ts";
@@ -218,6 +219,14 @@ describe("logout and revocation across kas replicas sharing Redis", () => {
   });
 
   test("a session logged out on one replica is refused on the others, its streams there end", async () => {
+    // The replicas hear of logouts on a Redis channel: wait until both listen, or B could miss it.
+    const observer = new Redis({ ...redis.connection, lazyConnect: true });
+    await observer.connect();
+    const channel = `${a.config.redis.keyPrefix}:broadcast:dashboard_session_revoked`;
+    const listening = async () => Number(((await observer.pubsub("NUMSUB", channel)) as [string, number])[1]);
+    await until(async () => (await listening()) === 2, 10_000, "both replicas to listen for logouts").finally(
+      () => observer.disconnect(),
+    );
     const cookie = await logIn(urlOf(a));
     const other = await logIn(urlOf(b));
     expect(await agentsStatus(urlOf(b), cookie)).toBe(200); // one key: any replica takes the cookie
@@ -254,6 +263,8 @@ describe("logout and revocation across kas replicas sharing Redis", () => {
     const cookie = await logIn(urlOf(a));
     await redis.stop();
     try {
+      // The page needs nothing else of Redis: only the revocation check can refuse it.
+      expect((await fetch(`${urlOf(b)}/`, { redirect: "manual", headers: { cookie } })).status).toBe(503);
       const refused = await fetch(`${urlOf(b)}/api/agents`, { headers: { cookie } });
       expect(refused.status).toBe(503);
       expect(refused.headers.get("retry-after")).toBe("5");
