@@ -17,53 +17,58 @@ export function dashboardModule(
   hubOf: () => ViewsHub | undefined,
   tuning?: { heartbeatMs?: number },
 ): KasModuleFactory {
-  return listenerModule(
-    "dashboard",
-    Phase.front,
-    "dashboard",
-    async ({ log, registry, requests, redis, broadcast }) => {
-      const { address } = config.listen;
-      if (address === undefined) return undefined;
-      const hub = hubOf();
-      if (!hub) throw new Error("dashboard.listen.address is set, but kas has no cluster views to show");
-      const token = config.tokenFile === undefined ? undefined : await readToken(config.tokenFile);
-      const streams = new Gauge({
-        name: "kas_dashboard_event_streams",
-        help: "Open event streams of dashboard pages.",
-        registers: [registry],
-      });
-      const drops = new Counter({
-        name: "kas_dashboard_event_streams_dropped_total",
-        help: "Dashboard event streams cut (too slow a reader, or the views hub dropped them), by reason.",
-        labelNames: ["reason"],
-        registers: [registry],
-      });
-      // With Redis, a logout on one replica holds on all of them.
-      const revocations = redis ? new RedisRevocations(redis, broadcast, log) : new MemoryRevocations();
-      const server = await serveDashboard({
-        listen: { ...config.listen, address },
-        ...(token !== undefined && { token }),
-        sessionTtlMs: config.sessionTtlMs,
-        sessionGeneration: config.sessionGeneration,
-        revocations,
-        hub,
-        assets: await loadDashboardAssets(),
-        ...(tuning?.heartbeatMs !== undefined && { heartbeatMs: tuning.heartbeatMs }),
-        log,
-        metrics: requests,
-        onStreams: (n) => streams.set(n),
-        onDrop: (reason) => drops.inc({ reason: reason === "too slow" ? reason : "hub" }),
-      });
-      log.info({ url: server.url, login: token !== undefined }, "dashboard listening");
-      return {
-        url: server.url,
-        async close(graceMs: number) {
-          await server.close(graceMs);
-          if (revocations instanceof RedisRevocations) revocations.close();
-        },
-      };
-    },
-  );
+  return listenerModule("dashboard", Phase.front, "dashboard", async (deps) => {
+    const { log, registry, requests } = deps;
+    const { address } = config.listen;
+    if (address === undefined) return undefined;
+    const hub = hubOf();
+    if (!hub) throw new Error("dashboard.listen.address is set, but kas has no cluster views to show");
+    const token = config.tokenFile === undefined ? undefined : await readToken(config.tokenFile);
+    const streams = new Gauge({
+      name: "kas_dashboard_event_streams",
+      help: "Open event streams of dashboard pages.",
+      registers: [registry],
+    });
+    const drops = new Counter({
+      name: "kas_dashboard_event_streams_dropped_total",
+      help: "Dashboard event streams cut (too slow a reader, or the views hub dropped them), by reason.",
+      labelNames: ["reason"],
+      registers: [registry],
+    });
+    const assets = await loadDashboardAssets();
+    // With Redis, a logout on one replica holds on all of them.
+    const revocations = deps.redis
+      ? new RedisRevocations(deps.redis, deps.broadcast, log)
+      : new MemoryRevocations();
+    const stopRevocations = () => {
+      if (revocations instanceof RedisRevocations) revocations.close();
+    };
+    const server = await serveDashboard({
+      listen: { ...config.listen, address },
+      ...(token !== undefined && { token }),
+      sessionTtlMs: config.sessionTtlMs,
+      sessionGeneration: config.sessionGeneration,
+      revocations,
+      hub,
+      assets,
+      ...(tuning?.heartbeatMs !== undefined && { heartbeatMs: tuning.heartbeatMs }),
+      log,
+      metrics: requests,
+      onStreams: (n) => streams.set(n),
+      onDrop: (reason) => drops.inc({ reason: reason === "too slow" ? reason : "hub" }),
+    }).catch((err: unknown) => {
+      stopRevocations();
+      throw err;
+    });
+    log.info({ url: server.url, login: token !== undefined }, "dashboard listening");
+    return {
+      url: server.url,
+      async close(graceMs: number) {
+        await server.close(graceMs);
+        stopRevocations();
+      },
+    };
+  });
 }
 
 async function readToken(path: string): Promise<string> {
