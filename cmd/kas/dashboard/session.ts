@@ -39,7 +39,7 @@ export interface SessionOptions {
 }
 
 /** The key that signs the sessions of `token` and `generation`. */
-export function sessionKey(token: string, generation: number): Buffer {
+function sessionKey(token: string, generation: number): Buffer {
   return createHmac("sha256", token).update(`kas dashboard session key, generation ${generation}`).digest();
 }
 
