@@ -5,6 +5,7 @@ import { z } from "zod";
 import {
   addressSetting,
   checkTlsPair,
+  countSetting,
   durationAtLeast,
   fileSetting,
   tlsPair,
@@ -26,7 +27,11 @@ export const dashboardKasSection = z
     }),
     sessionTtlMs: durationAtLeast("1m", "a session shorter than that logs its user out mid-look", {
       default: "12h",
-      doc: "How long a dashboard login lasts.",
+      doc: "How long a dashboard login lasts (a logout ends it before, on every replica when kas has Redis).",
+    }),
+    sessionGeneration: countSetting({
+      default: 1,
+      doc: "Part of the dashboard session cookies' signing key: raise it (on every replica) to end every dashboard session at once. A new token_file token does too.",
     }),
   })
   .superRefine((section, ctx) => {

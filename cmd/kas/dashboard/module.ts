@@ -8,6 +8,8 @@ import { listenerModule, Phase } from "../../../modules/runtime/index.ts";
 import { ConfigError } from "../../common/config/errors.ts";
 import { loadDashboardAssets } from "./assets.ts";
 import type { DashboardKasConfig } from "./config.ts";
+import { RedisRevocations } from "./redis-revocations.ts";
+import { MemoryRevocations } from "./revocations.ts";
 import { serveDashboard } from "./server.ts";
 
 export function dashboardModule(
@@ -15,7 +17,8 @@ export function dashboardModule(
   hubOf: () => ViewsHub | undefined,
   tuning?: { heartbeatMs?: number },
 ): KasModuleFactory {
-  return listenerModule("dashboard", Phase.front, "dashboard", async ({ log, registry, requests }) => {
+  return listenerModule("dashboard", Phase.front, "dashboard", async (deps) => {
+    const { log, registry, requests } = deps;
     const { address } = config.listen;
     if (address === undefined) return undefined;
     const hub = hubOf();
@@ -32,20 +35,39 @@ export function dashboardModule(
       labelNames: ["reason"],
       registers: [registry],
     });
+    const assets = await loadDashboardAssets();
+    // With Redis, a logout on one replica holds on all of them.
+    const revocations = deps.redis
+      ? new RedisRevocations(deps.redis, deps.broadcast, log)
+      : new MemoryRevocations();
+    const stopRevocations = () => {
+      if (revocations instanceof RedisRevocations) revocations.close();
+    };
     const server = await serveDashboard({
       listen: { ...config.listen, address },
       ...(token !== undefined && { token }),
       sessionTtlMs: config.sessionTtlMs,
+      sessionGeneration: config.sessionGeneration,
+      revocations,
       hub,
-      assets: await loadDashboardAssets(),
+      assets,
       ...(tuning?.heartbeatMs !== undefined && { heartbeatMs: tuning.heartbeatMs }),
       log,
       metrics: requests,
       onStreams: (n) => streams.set(n),
       onDrop: (reason) => drops.inc({ reason: reason === "too slow" ? reason : "hub" }),
+    }).catch((err: unknown) => {
+      stopRevocations();
+      throw err;
     });
     log.info({ url: server.url, login: token !== undefined }, "dashboard listening");
-    return server;
+    return {
+      url: server.url,
+      async close(graceMs: number) {
+        await server.close(graceMs);
+        stopRevocations();
+      },
+    };
   });
 }
 

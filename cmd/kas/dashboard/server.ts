@@ -2,7 +2,7 @@
 // (`/api/agents`) and as a live event stream (`/api/events`, SSE, from the views hub). With a token
 // configured, everything but the login page and the static bundle needs a session cookie.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { RateLimiterMemory } from "rate-limiter-flexible";
+import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
 import { serveEvents } from "../../../modules/cluster_views/kas/sse.ts";
 import type { ViewsHub } from "../../../modules/cluster_views/views.ts";
 import type { ListenConfig } from "../../common/config/values.ts";
@@ -17,22 +17,30 @@ import {
 import type { RequestMetrics } from "../../common/observability/index.ts";
 import type { DashboardAssets } from "./assets.ts";
 import { appPage, CONTENT_SECURITY_POLICY, loginPage } from "./pages.ts";
+import { MemoryRevocations, type SessionRevocations } from "./revocations.ts";
 import { type DashboardSessions, dashboardSessions } from "./session.ts";
 
 /** A login form is a few bytes: more is not one. */
 const MAX_LOGIN_BODY = 4096;
-/** Wrong tokens from one address are counted over this window. */
-const LOGIN_FAILURE_WINDOW_S = 300;
+/** Login attempts from one address are counted over this window. */
+const LOGIN_WINDOW_S = 300;
 
 export interface DashboardServerOptions {
   listen: ListenConfig;
   /** Absent: no login (allowed on loopback only; the configuration checks that). */
   token?: string;
   sessionTtlMs: number;
+  /** Part of the sessions' signing key: raising it ends every session at once (default 1). */
+  sessionGeneration?: number;
+  /** Where logouts are recorded (default: this process's memory; with Redis, every replica's). */
+  revocations?: SessionRevocations;
   hub: ViewsHub;
   assets: DashboardAssets;
   heartbeatMs?: number;
-  /** Wrong tokens one client address may give per 5 minutes before logins from it get 429 (default 10). */
+  /**
+   * Wrong tokens one client address may give per 5 minutes before logins from it get 429 (default
+   * 10). Each attempt is counted before its token is compared; a right token gives its back.
+   */
   maxLoginFailures?: number;
   /** Event streams served at most (default 1000); beyond, 503. */
   maxStreams?: number;
@@ -58,13 +66,23 @@ const ROUTES = ["/", "/login", "/logout", "/app.js", "/app.css", "/api/agents", 
 
 export async function serveDashboard(o: DashboardServerOptions): Promise<DashboardServer> {
   const tls = o.listen.certificateFile !== undefined;
+  const revocations = o.revocations ?? new MemoryRevocations();
   const sessions =
-    o.token === undefined ? undefined : dashboardSessions(o.token, { ttlMs: o.sessionTtlMs, secure: tls });
+    o.token === undefined
+      ? undefined
+      : dashboardSessions(o.token, {
+          ttlMs: o.sessionTtlMs,
+          secure: tls,
+          ...(o.sessionGeneration !== undefined && { generation: o.sessionGeneration }),
+          revocations,
+        });
   const streams = new Set<EventStream>();
-  const failures = new RateLimiterMemory({
-    points: o.maxLoginFailures ?? 10,
-    duration: LOGIN_FAILURE_WINDOW_S,
+  /** The event streams of each session: a logout (here or on another replica) ends them. */
+  const streamsOf = new Map<string, Set<EventStream>>();
+  const stopHearing = revocations.onRevoked((id) => {
+    for (const stream of streamsOf.get(id) ?? []) stream.close("logged out");
   });
+  const attempts = new RateLimiterMemory({ points: o.maxLoginFailures ?? 10, duration: LOGIN_WINDOW_S });
 
   const handler = async (req: IncomingMessage, res: ServerResponse) => {
     res.setHeader("content-security-policy", CONTENT_SECURITY_POLICY);
@@ -77,13 +95,16 @@ export async function serveDashboard(o: DashboardServerOptions): Promise<Dashboa
       const type = pathname === "/app.js" ? "text/javascript" : "text/css";
       return send(res, 200, type, o.assets[pathname.slice(1) as keyof DashboardAssets], "no-cache");
     }
-    if (pathname === "/login") return login(req, res, method, sessions, failures);
+    if (pathname === "/login") return login(req, res, method, sessions, attempts);
     if (pathname === "/logout") {
       allow(method, ["POST"]);
+      // Clearing the cookie is not enough: whoever copied it could go on using it.
+      await sessions?.revoke(req);
       res.setHeader("set-cookie", sessions?.clear ?? []);
       return redirect(res, sessions ? "/login" : "/");
     }
-    const loggedIn = sessions === undefined || (await sessions.valid(req));
+    const session = await sessions?.of(req);
+    const loggedIn = sessions === undefined || session !== undefined;
     if (pathname === "/") {
       allow(method, ["GET", "HEAD"]);
       if (!loggedIn) return redirect(res, "/login");
@@ -96,12 +117,12 @@ export async function serveDashboard(o: DashboardServerOptions): Promise<Dashboa
         const agents = await o.hub.list();
         return send(res, 200, "application/json", JSON.stringify({ agents }), "no-store");
       }
-      return events(req, res);
+      return events(req, res, session?.id);
     }
     throw new HttpError(404, `no such page: ${pathname}`);
   };
 
-  const events = (req: IncomingMessage, res: ServerResponse) => {
+  const events = (req: IncomingMessage, res: ServerResponse, sessionId: string | undefined) => {
     const max = o.maxStreams ?? 1000;
     if (streams.size >= max) {
       throw new HttpError(503, `the dashboard serves its maximum of ${max} event streams`, {
@@ -119,10 +140,16 @@ export async function serveDashboard(o: DashboardServerOptions): Promise<Dashboa
         maxBufferedBytes: o.maxBufferedBytes ?? 1024 * 1024,
         onOpen: (stream) => {
           streams.add(stream);
+          if (sessionId !== undefined) {
+            const ofSession = streamsOf.get(sessionId) ?? new Set();
+            streamsOf.set(sessionId, ofSession.add(stream));
+          }
           o.onStreams?.(streams.size);
         },
         onClose: (reason, stream) => {
           streams.delete(stream);
+          const ofSession = sessionId === undefined ? undefined : streamsOf.get(sessionId);
+          if (ofSession?.delete(stream) && ofSession.size === 0) streamsOf.delete(sessionId!);
           o.onStreams?.(streams.size);
           if (reason === "too slow" || reason.startsWith("dropped: ")) o.onDrop?.(reason);
         },
@@ -149,6 +176,7 @@ export async function serveDashboard(o: DashboardServerOptions): Promise<Dashboa
       return streams.size;
     },
     async close(graceMs) {
+      stopHearing();
       for (const stream of [...streams]) stream.close("shutting down");
       await listener.close(graceMs);
     },
@@ -160,29 +188,39 @@ async function login(
   res: ServerResponse,
   method: string,
   sessions: DashboardSessions | undefined,
-  failures: RateLimiterMemory,
+  attempts: RateLimiterMemory,
 ): Promise<void> {
   allow(method, ["GET", "HEAD", "POST"]);
   if (!sessions) return redirect(res, "/");
   if (method !== "POST") return send(res, 200, "text/html; charset=utf-8", loginPage(), "no-store");
-  // Guessing the token is slowed down to a few tries per address and window.
+  const type = req.headers["content-type"]?.split(";")[0]?.trim();
+  if (type !== "application/x-www-form-urlencoded") throw new HttpError(415, "expected a login form");
+  // Guessing the token is slowed down to a few tries per address and window. The try is taken
+  // before the body is even read: counted only once it failed, a burst of concurrent guesses
+  // would all be compared before the first of them counted.
   const client = req.socket.remoteAddress ?? "unknown";
-  const seen = await failures.get(client);
-  if (seen !== null && seen.remainingPoints <= 0) {
-    const retryAfter = Math.ceil(seen.msBeforeNext / 1000);
+  await takeAttempt(attempts, client);
+  const token = new URLSearchParams(await readBody(req, MAX_LOGIN_BODY)).get("token") ?? "";
+  if (!sessions.tokenMatches(token)) {
+    return send(res, 401, "text/html; charset=utf-8", loginPage("Wrong token: try again."), "no-store");
+  }
+  // Only wrong tokens count against the address: whoever knows the token is not slowed down.
+  await attempts.reward(client, 1);
+  res.setHeader("set-cookie", await sessions.issue());
+  return redirect(res, "/");
+}
+
+/** Takes one login attempt of `client`'s, or refuses with 429 and when to try again. */
+async function takeAttempt(attempts: RateLimiterMemory, client: string): Promise<void> {
+  try {
+    await attempts.consume(client, 1);
+  } catch (err) {
+    if (!(err instanceof RateLimiterRes)) throw err;
+    const retryAfter = Math.max(1, Math.ceil(err.msBeforeNext / 1000));
     throw new HttpError(429, `too many wrong tokens: try again in ${retryAfter} s`, {
       "retry-after": String(retryAfter),
     });
   }
-  const type = req.headers["content-type"]?.split(";")[0]?.trim();
-  if (type !== "application/x-www-form-urlencoded") throw new HttpError(415, "expected a login form");
-  const token = new URLSearchParams(await readBody(req, MAX_LOGIN_BODY)).get("token") ?? "";
-  if (!sessions.tokenMatches(token)) {
-    await failures.penalty(client, 1);
-    return send(res, 401, "text/html; charset=utf-8", loginPage("Wrong token: try again."), "no-store");
-  }
-  res.setHeader("set-cookie", await sessions.issue());
-  return redirect(res, "/");
 }
 
 function allow(method: string, methods: string[]): void {

@@ -88,7 +88,7 @@ describe("kas configuration", () => {
         tls: { enabled: false },
       },
       actionCable: { maxPending: 1000 },
-      dashboard: { listen: {}, sessionTtlMs: 43_200_000 },
+      dashboard: { listen: {}, sessionTtlMs: 43_200_000, sessionGeneration: 1 },
       shutdownGracePeriodMs: 30_000,
       shutdownDrainDelayMs: 5000,
     });

@@ -18,7 +18,11 @@ const issues = (raw: object, env: Record<string, string> = {}) => {
 
 describe("dashboard", () => {
   test("off by default", () => {
-    expect(buildKasConfig(MINIMAL, {}).dashboard).toEqual({ listen: {}, sessionTtlMs: 12 * 3_600_000 });
+    expect(buildKasConfig(MINIMAL, {}).dashboard).toEqual({
+      listen: {},
+      sessionTtlMs: 12 * 3_600_000,
+      sessionGeneration: 1,
+    });
   });
 
   test("on loopback it may run without a token; anywhere else a token is required", () => {
@@ -40,14 +44,27 @@ describe("dashboard", () => {
     const config = buildKasConfig(MINIMAL, {
       KAS_DASHBOARD_LISTEN_ADDRESS: "127.0.0.1:8156",
       KAS_DASHBOARD_SESSION_TTL: "30m",
+      KAS_DASHBOARD_SESSION_GENERATION: "3",
     });
     expect(config.dashboard).toEqual({
       listen: { address: { host: "127.0.0.1", port: 8156 } },
       sessionTtlMs: 1_800_000,
+      sessionGeneration: 3,
     });
     expect(issues({ dashboard: { listen: { address: "127.0.0.1:8153" } } })).toEqual([
       expect.stringMatching(/^dashboard\.listen\.address: port 8153 is already used by api\.listen\.address/),
     ]);
+  });
+
+  test("the session generation is a positive integer: the operator raises it to end every session", () => {
+    expect(
+      buildKasConfig({ ...MINIMAL, dashboard: { session_generation: 7 } }, {}).dashboard.sessionGeneration,
+    ).toBe(7);
+    for (const session_generation of [0, -1, 1.5, "two"]) {
+      expect(issues({ dashboard: { session_generation } })).toEqual([
+        expect.stringMatching(/^dashboard\.session_generation: /),
+      ]);
+    }
   });
 
   test("isLoopback: 127.0.0.0/8, ::1 and localhost only", () => {

@@ -89,26 +89,32 @@ describe("without a session", () => {
     }
   });
 
-  test("cookies not signed by this dashboard's key are refused", async () => {
-    const forged = async (key: Uint8Array, aud = "kas-dashboard", exp = "1m") =>
-      `${SESSION_COOKIE}=${await new SignJWT({})
+  test("cookies not signed by this dashboard's key, or without a session id, are refused", async () => {
+    const forged = async (key: Uint8Array, aud = "kas-dashboard", exp = "1m", jti: string | null = "s-1") => {
+      const jwt = new SignJWT({})
         .setProtectedHeader({ alg: "HS256" })
         .setIssuer("gitlab-kas")
         .setAudience(aud)
         .setIssuedAt()
-        .setExpirationTime(exp)
-        .sign(key)}`;
-    const otherKey = createHmac("sha256", "another token").update("kas dashboard session key").digest();
-    const rightKey = createHmac("sha256", TOKEN).update("kas dashboard session key").digest();
+        .setExpirationTime(exp);
+      if (jti !== null) jwt.setJti(jti);
+      return `${SESSION_COOKIE}=${await jwt.sign(key)}`;
+    };
+    const keyOf = (token: string, generation: number) =>
+      createHmac("sha256", token).update(`kas dashboard session key, generation ${generation}`).digest();
+    const rightKey = keyOf(TOKEN, 1);
     const good = await session();
     const cookies = [
-      await forged(otherKey),
+      await forged(keyOf("another token", 1)),
+      await forged(keyOf(TOKEN, 2)), // another generation's
       await forged(rightKey, "gitlab-kas"),
       await forged(rightKey, "kas-dashboard", "-1m"),
+      await forged(rightKey, "kas-dashboard", "1m", null), // could never be revoked
       `${SESSION_COOKIE}=${good.split("=")[1]!.slice(0, -2)}xx`,
       `${SESSION_COOKIE}=garbage`,
     ];
-    for (const cookie of cookies) expect((await get("/api/agents", cookie)).status).toBe(401);
+    for (const [i, cookie] of cookies.entries())
+      expect([i, (await get("/api/agents", cookie)).status]).toEqual([i, 401]);
     // The same construction with the right key is accepted: what was refused above was the flaw.
     expect((await get("/api/agents", await forged(rightKey))).status).toBe(200);
   });
