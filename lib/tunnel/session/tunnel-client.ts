@@ -65,7 +65,7 @@ interface TunnelEnd {
 
 /**
  * Keeps one tunnel up. Failed dials, and tunnels that end before they are stable, back off
- * exponentially with jitter. When the server sends GoAway on a stable tunnel (it is draining), the
+ * exponentially with jitter; a refused handshake's Retry-After is a floor for the next wait. When the server sends GoAway on a stable tunnel (it is draining), the
  * replacement is dialed at once and the old tunnel finishes its streams before it closes
  * (make-before-break), so a server drain loses nothing.
  */

@@ -26,8 +26,6 @@ export interface TunnelAdmissionOptions {
   /** Redis could not count for `limit`: this process's count decided. */
   onFallback?: (limit: TunnelLimitReason, err: Error) => void;
   log?: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
-  /** For tests: a slot's TTLs in Redis. */
-  slotTtls?: { liveTtlMs?: number; pendingTtlMs?: number };
 }
 
 /**
@@ -69,7 +67,6 @@ export class TunnelAdmission {
     this.#slots = new TunnelSlots({
       limit: o.limits.maxTunnelsPerToken,
       ...(o.redis && { redis: o.redis }),
-      ...o.slotTtls,
       onFallback: (err) => o.onFallback?.("max_tunnels_per_token", err),
     });
     this.#slots.start();
