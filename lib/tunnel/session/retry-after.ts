@@ -17,7 +17,8 @@ export function retryAfterMs(err: unknown, now: number = Date.now()): number | u
   if (/^\d+$/.test(text))
     ms = Number(text) * 1000; // delay-seconds
   else {
-    const date = Date.parse(text); // or an HTTP-date
+    // Or an HTTP-date, which starts with the day's name: Date.parse alone takes "-5" for a year.
+    const date = /^[A-Za-z]{3,9},? /.test(text) ? Date.parse(text) : Number.NaN;
     if (Number.isNaN(date)) return undefined;
     ms = Math.max(0, date - now);
   }
