@@ -121,17 +121,22 @@ export class TunnelSlots {
   }
 
   #slot(key: string, member: string): TunnelSlot {
+    let released = false;
     return {
       claim: () => {
-        const entries = this.#local.get(key);
-        if (!entries?.has(member)) return; // released already (its handshake failed)
+        if (released) return;
+        // Set again even if its pending entry expired meanwhile: a tunnel that is up is counted.
+        const entries = this.#local.get(key) ?? new Map<string, number>();
         entries.set(member, Number.POSITIVE_INFINITY);
+        this.#local.set(key, entries);
         this.#write(key, [member]);
       },
       release: () => {
+        if (released) return;
+        released = true;
         const entries = this.#local.get(key);
-        if (!entries?.delete(member)) return;
-        if (entries.size === 0) this.#local.delete(key);
+        entries?.delete(member);
+        if (entries?.size === 0) this.#local.delete(key);
         this.#command((c) => c.zrem(this.#setKey(key), member));
       },
     };
