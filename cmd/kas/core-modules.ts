@@ -17,6 +17,8 @@ export interface AgentListenerModuleOptions {
   authenticate: Authenticate<AgentIdentity>;
   tokenRecheck: TokenRecheck | undefined;
   tunnel: NonNullable<AgentListenerOptions["tunnel"]>;
+  /** Each tunnel as it comes up (the per-token limits hold its slot). */
+  onTunnel?: AgentListenerOptions["onTunnel"];
   /** Told the listener once it serves (tests, the daemon's `agents`). */
   onListening?: (listener: AgentListener) => void;
 }
@@ -48,6 +50,7 @@ export function agentListenerModule(o: AgentListenerModuleOptions): KasModuleFac
             ageDrainGraceMs: o.config.shutdownGracePeriodMs,
             dispatcher: agentStreams,
             ...(o.tokenRecheck && { tokenRecheck: o.tokenRecheck }),
+            ...(o.onTunnel && { onTunnel: o.onTunnel }),
             tunnel: o.tunnel,
             log,
           });

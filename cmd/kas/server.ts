@@ -25,6 +25,7 @@ import { serviceProxyModule } from "../../modules/service_proxy/kas/module.ts";
 import { AgentHttpProxy } from "../common/http/index.ts";
 import { createAgentRpcServer } from "./agent-rpc.ts";
 import type { AgentListener } from "./agents/index.ts";
+import { TunnelAdmission } from "./agents/limits/index.ts";
 import { ApiRouteTable, createGitLabRpcServer } from "./api/index.ts";
 import {
   type ConfiguredAuthenticator,
@@ -116,6 +117,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
   let repositories: RepositoryReader | undefined;
   let runner: ModuleRunner<KasModuleDeps> | undefined;
   let agents: AgentListener | undefined;
+  let admission: TunnelAdmission | undefined;
   let tracker: AgentTracker | undefined;
   /** The cluster views module's hub, once built (ActionCable and the dashboard follow it). */
   let views: ViewsHub | undefined;
@@ -138,6 +140,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
     } finally {
       await router?.close(Math.max(0, deadline - Date.now()));
     }
+    admission?.close();
     await agentHttp?.destroy();
     await repositories?.close();
     await shared?.close();
@@ -195,6 +198,16 @@ export function createKasServer(options: KasServerOptions): KasServer {
           registry: metrics.registry,
           log,
         });
+        // Per agent token: attempts a minute and tunnels at once, across replicas through the
+        // modules' Redis connection (this process's counts without it or while it is down).
+        admission = new TunnelAdmission({
+          limits: config.agent.listen,
+          ...(shared.redis && { redis: shared.redis }),
+          ...(secrets.privateApiSecret && { secret: secrets.privateApiSecret }),
+          onRefused: (reason) => metrics.agentTunnelRefusals.inc({ reason }),
+          onFallback: (limit) => metrics.agentTunnelLimitFallbacks.inc({ limit }),
+          log,
+        });
         const api = new ApiRouteTable();
         const gitlabRpc =
           secrets.apiSecret &&
@@ -215,11 +228,14 @@ export function createKasServer(options: KasServerOptions): KasServer {
           agentListenerModule({
             config,
             metrics,
-            authenticate: createAgentAuthenticate({
-              authenticator,
-              log,
-              onResult: (result) => metrics.agentAuth.inc({ result }),
-            }),
+            authenticate: admission.wrap(
+              createAgentAuthenticate({
+                authenticator,
+                log,
+                onResult: (result) => metrics.agentAuth.inc({ result }),
+              }),
+            ),
+            onTunnel: (session) => admission?.adopt(session),
             tokenRecheck,
             tunnel: {
               keepAliveIntervalMs: config.agent.listen.keepaliveIntervalMs,

@@ -32,6 +32,8 @@ export interface AgentListenerOptions {
    */
   dispatcher?: StreamDispatcher<AgentSession>;
   onReject?: (rejected: RejectedHandshake) => void;
+  /** Told each tunnel as it comes up, before anything else (the per-token limits hold its slot). */
+  onTunnel?: (session: AgentSession) => void;
   /** Re-checks each tunnel's token while it is open; a refused token closes the agent's tunnels. */
   tokenRecheck?: Pick<TokenRecheck, "watch">;
   log?: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
@@ -65,6 +67,7 @@ export async function serveAgents(options: AgentListenerOptions): Promise<AgentL
     ...(options.onReject && { onReject: options.onReject }),
     onSession: (session) => {
       const { agentId, projectId, pod } = session.identity;
+      options.onTunnel?.(session);
       router.register(agentId, session);
       if (options.tokenRecheck) closeOnRevocation(session, options.tokenRecheck, log);
       if (dispatcher) session.on("stream", (stream) => void dispatcher.handle(stream, session));

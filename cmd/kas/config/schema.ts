@@ -73,6 +73,17 @@ const agent = z.object({
         default: "10s",
         doc: "Deadline for a WebSocket handshake, authentication included.",
       }),
+      // GitLab's kas counts every agentk gRPC call against 40000 a minute; here agentk's calls
+      // ride its tunnel and only handshakes count, so the default is what a fleet reconnecting
+      // all at once (max_tunnels_per_token) needs, several times over, and no more.
+      connectionsPerTokenPerMinute: countSetting({
+        default: 600,
+        doc: "WebSocket handshakes one agent token may attempt per minute (UTC minutes), every kas replica together through Redis (each replica on its own without Redis, or while Redis is unreachable). Counted before authentication; past it: HTTP 429 with Retry-After (the rest of the minute).",
+      }),
+      maxTunnelsPerToken: countSetting({
+        default: 100,
+        doc: "Tunnels one agent token may hold open at once, every kas replica together through Redis (each replica on its own without Redis, or while Redis is unreachable). Each agentk replica holds one, two while it moves to another kas replica. Past it: HTTP 429 with Retry-After: 30.",
+      }),
     },
   ),
   dialTimeoutMs: durationSetting({

@@ -1,5 +1,5 @@
 // kas's metrics: the shared tunnel and request metrics under "kas_", agent authentications, token
-// re-checks and failed agent streams.
+// re-checks, failed agent streams and the per-token tunnel limits.
 import { Counter, type Registry } from "prom-client";
 import { createRegistry, RequestMetrics, TunnelMetrics } from "../../common/observability/index.ts";
 
@@ -13,6 +13,10 @@ export interface KasMetrics {
   agentTokenRecheck: Counter<"result">;
   /** Streams agents opened whose handler failed after accepting them, by stream kind ("GRPC", "HTTP", …). */
   agentStreamFailures: Counter<"kind">;
+  /** Handshakes refused at an agent token's limit, by the setting that refused them. */
+  agentTunnelRefusals: Counter<"reason">;
+  /** Limit checks Redis could not answer, decided by this process's counts instead, by setting. */
+  agentTunnelLimitFallbacks: Counter<"limit">;
 }
 
 export function createKasMetrics(registry: Registry = createRegistry("kas")): KasMetrics {
@@ -36,6 +40,18 @@ export function createKasMetrics(registry: Registry = createRegistry("kas")): Ka
       name: "kas_agent_stream_handler_errors_total",
       help: "Streams opened by agents whose handler failed after accepting them, by stream kind.",
       labelNames: ["kind"],
+      registers: [registry],
+    }),
+    agentTunnelRefusals: new Counter({
+      name: "kas_agent_tunnel_limit_refusals_total",
+      help: "Agent handshakes refused (HTTP 429) at a per-token limit, by reason: connections_per_token_per_minute or max_tunnels_per_token.",
+      labelNames: ["reason"],
+      registers: [registry],
+    }),
+    agentTunnelLimitFallbacks: new Counter({
+      name: "kas_agent_tunnel_limit_redis_fallbacks_total",
+      help: "Per-token limit checks Redis could not answer, decided by this replica's own counts, by limit.",
+      labelNames: ["limit"],
       registers: [registry],
     }),
   };

@@ -4,6 +4,7 @@ import type { DialOptions } from "../transport/options.ts";
 import type { YamuxStream } from "../yamux/index.ts";
 import { Backoff, type BackoffOptions } from "./backoff.ts";
 import { DEFAULT_GRACE_MS } from "./grace.ts";
+import { retryAfterMs } from "./retry-after.ts";
 import { type TunnelOptions, TunnelSession } from "./tunnel-session.ts";
 
 export interface TunnelClientOptions {
@@ -37,6 +38,11 @@ export interface RetryInfo {
   reason: "dial" | "goaway" | "closed";
   /** The dial's failure, or how long the tunnel lasted and why it closed. */
   error: Error;
+  /**
+   * What the server asked for with a refused handshake's `Retry-After` (a 429 past a limit, a 503
+   * when busy), capped at 10 min: `delayMs` is at least this.
+   */
+  retryAfterMs?: number;
 }
 
 export interface TunnelClientEvents {
@@ -59,7 +65,7 @@ interface TunnelEnd {
 
 /**
  * Keeps one tunnel up. Failed dials, and tunnels that end before they are stable, back off
- * exponentially with jitter. When the server sends GoAway on a stable tunnel (it is draining), the
+ * exponentially with jitter; a refused handshake's Retry-After is a floor for the next wait. When the server sends GoAway on a stable tunnel (it is draining), the
  * replacement is dialed at once and the old tunnel finishes its streams before it closes
  * (make-before-break), so a server drain loses nothing.
  */
@@ -145,8 +151,15 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> {
   }
 
   async #wait(reason: RetryInfo["reason"], error: Error): Promise<void> {
-    const delayMs = this.#backoff.next();
-    this.emit("retry", { attempt: this.#backoff.attempt, delayMs, reason, error });
+    const backoffMs = this.#backoff.next();
+    const asked = retryAfterMs(error);
+    // Never before the server said, and spread after it: many agents refused in the same second
+    // (a limit's minute ending, a replica's restart) must not all come back in the same second.
+    const delayMs =
+      asked === undefined ? backoffMs : Math.max(backoffMs, Math.round(asked * (1 + 0.2 * Math.random())));
+    const info: RetryInfo = { attempt: this.#backoff.attempt, delayMs, reason, error };
+    if (asked !== undefined) info.retryAfterMs = asked;
+    this.emit("retry", info);
     await pause(delayMs, this.#stop.signal);
   }
 

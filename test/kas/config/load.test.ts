@@ -42,6 +42,8 @@ describe("kas configuration", () => {
           maxConnectionAgeMs: 7_200_000,
           keepaliveIntervalMs: 60_000,
           handshakeTimeoutMs: 10_000,
+          connectionsPerTokenPerMinute: 600,
+          maxTunnelsPerToken: 100,
         },
         dialTimeoutMs: 5000,
         staticTokensFile: "/etc/kas/tokens.yaml",

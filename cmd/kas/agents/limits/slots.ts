@@ -1,0 +1,188 @@
+import { randomUUID } from "node:crypto";
+import type { KasRedis } from "../../../../modules/runtime/index.ts";
+
+/**
+ * Takes a slot for one tunnel unless the token already holds `limit`: drops the expired entries,
+ * counts, adds. One script, so replicas reserving at the same moment cannot both take the last slot.
+ * KEYS[1] the token's set; ARGV: now, the new entry's expiry, its name, limit, the set's TTL (ms).
+ * Answers {1, count} when taken (count includes it), {0, count} when full.
+ */
+const RESERVE = `
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+local n = redis.call('ZCARD', KEYS[1])
+if n >= tonumber(ARGV[4]) then return {0, n} end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return {1, n + 1}
+`;
+
+export interface TunnelSlot {
+  /** The tunnel is up: the slot is held (and refreshed) until `release`. */
+  claim(): void;
+  release(): void;
+}
+
+export interface SlotVerdict {
+  /** Absent when the token already holds its limit. */
+  slot?: TunnelSlot;
+  /** The token's tunnels (and handshakes between authentication and upgrade), this one included if taken. */
+  count: number;
+}
+
+export interface TunnelSlotsOptions {
+  limit: number;
+  /** Counts across replicas; without it, in this process. */
+  redis?: KasRedis;
+  /** How long a held slot lives in Redis without a refresh (a replica that dies frees its slots then). Default 60 s. */
+  liveTtlMs?: number;
+  /** How long a slot taken at authentication waits for its tunnel before it frees itself. Default 15 s. */
+  pendingTtlMs?: number;
+  /** Redis could not count: this process's count decided instead. */
+  onFallback?: (err: Error) => void;
+}
+
+/**
+ * Concurrent tunnels per token. Each tunnel is an entry of the token's sorted set in Redis
+ * (`agent_tunnels:<token key>`, member = replica:tunnel, score = expiry), so a count is exact across
+ * replicas and the entries of a replica that died expire by themselves. This replica refreshes
+ * its entries every third of their TTL, writing them again whole, so a Redis that lost them
+ * (restarted, or down while tunnels came) learns them back.
+ *
+ * Redis down: this process's own tunnels decide (the limit then holds per replica), for the same
+ * reason as the connection rate: agents keep connecting, and a bound remains.
+ */
+export class TunnelSlots {
+  readonly #limit: number;
+  readonly #redis: KasRedis | undefined;
+  readonly #liveTtl: number;
+  readonly #pendingTtl: number;
+  readonly #onFallback: ((err: Error) => void) | undefined;
+  readonly #replica = randomUUID();
+  /** Token key -> this process's entries -> expiry (Infinity once claimed: its tunnel's close ends it). */
+  readonly #local = new Map<string, Map<string, number>>();
+  #serial = 0;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(o: TunnelSlotsOptions) {
+    this.#limit = o.limit;
+    this.#redis = o.redis;
+    this.#liveTtl = o.liveTtlMs ?? 60_000;
+    this.#pendingTtl = o.pendingTtlMs ?? 15_000;
+    this.#onFallback = o.onFallback;
+  }
+
+  start(): void {
+    this.#timer = setInterval(() => this.#refresh(), this.#liveTtl / 3);
+    this.#timer.unref();
+  }
+
+  close(): void {
+    clearInterval(this.#timer);
+  }
+
+  async reserve(key: string): Promise<SlotVerdict> {
+    const member = `${this.#replica}:${++this.#serial}`;
+    if (this.#redis !== undefined) {
+      try {
+        const [taken, count] = await this.#reserveShared(this.#redis, key, member);
+        return taken ? { slot: this.#take(key, member), count } : { count };
+      } catch (err) {
+        this.#onFallback?.(err as Error);
+      }
+    }
+    // Counted and taken in one synchronous step: no other handshake can come between.
+    const count = this.#entries(key, Date.now()).size;
+    if (count >= this.#limit) return { count };
+    return { slot: this.#take(key, member), count: count + 1 };
+  }
+
+  async #reserveShared(redis: KasRedis, key: string, member: string): Promise<[boolean, number]> {
+    if (redis.client.status !== "ready") throw new Error(`Redis connection is ${redis.client.status}`);
+    const now = Date.now();
+    const [taken, count] = (await redis.client.eval(
+      RESERVE,
+      1,
+      this.#setKey(key),
+      now,
+      now + this.#pendingTtl,
+      member,
+      this.#limit,
+      this.#liveTtl,
+    )) as [number, number];
+    return [taken === 1, count];
+  }
+
+  /** Records a slot taken for `key`: pending until its tunnel is up, expiring if it never is. */
+  #take(key: string, member: string): TunnelSlot {
+    const entries = this.#entries(key, Date.now());
+    entries.set(member, Date.now() + this.#pendingTtl);
+    this.#local.set(key, entries);
+    return this.#slot(key, member);
+  }
+
+  #slot(key: string, member: string): TunnelSlot {
+    let released = false;
+    return {
+      claim: () => {
+        if (released) return;
+        // Set again even if its pending entry expired meanwhile: a tunnel that is up is counted.
+        const entries = this.#local.get(key) ?? new Map<string, number>();
+        entries.set(member, Number.POSITIVE_INFINITY);
+        this.#local.set(key, entries);
+        this.#write(key, [member]);
+      },
+      release: () => {
+        if (released) return;
+        released = true;
+        const entries = this.#local.get(key);
+        entries?.delete(member);
+        if (entries?.size === 0) this.#local.delete(key);
+        this.#command((c) => c.zrem(this.#setKey(key), member));
+      },
+    };
+  }
+
+  /** This process's live entries for `key`, the expired pending ones dropped. */
+  #entries(key: string, now: number): Map<string, number> {
+    const entries = this.#local.get(key) ?? new Map<string, number>();
+    for (const [member, expiry] of entries) if (expiry <= now) entries.delete(member);
+    return entries;
+  }
+
+  #refresh(): void {
+    const now = Date.now();
+    for (const key of [...this.#local.keys()]) {
+      const entries = this.#entries(key, now);
+      if (entries.size === 0) this.#local.delete(key);
+      const held = [...entries].filter(([, expiry]) => expiry === Number.POSITIVE_INFINITY);
+      if (held.length > 0)
+        this.#write(
+          key,
+          held.map(([member]) => member),
+        );
+    }
+  }
+
+  /** (Re)writes held entries with a fresh expiry. */
+  #write(key: string, members: string[]): void {
+    const expiry = Date.now() + this.#liveTtl;
+    this.#command((c) =>
+      c
+        .multi()
+        .zadd(this.#setKey(key), ...members.flatMap((m) => [expiry, m]))
+        .pexpire(this.#setKey(key), this.#liveTtl)
+        .exec(),
+    );
+  }
+
+  /** Best effort: when Redis is down the refresh after it is back writes everything again. */
+  #command(run: (client: KasRedis["client"]) => Promise<unknown>): void {
+    const redis = this.#redis;
+    if (redis === undefined || redis.client.status !== "ready") return;
+    run(redis.client).catch(() => {});
+  }
+
+  #setKey(key: string): string {
+    return `${this.#redis?.keyPrefix ?? ""}agent_tunnels:${key}`;
+  }
+}
