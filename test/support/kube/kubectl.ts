@@ -20,6 +20,8 @@ export interface KubectlProcess {
   line(match: RegExp | string, ms?: number): Promise<string>;
   /** Resolves when it exits on its own, within `ms`. */
   exited(ms?: number): Promise<KubectlResult>;
+  /** Sends a signal (SIGINT: a clean stop, as Ctrl-C); `exited()` then says how it ended. */
+  kill(signal: NodeJS.Signals): void;
   stop(): Promise<void>;
 }
 
@@ -27,7 +29,8 @@ export interface Kubectl {
   /** The temporary HOME (kubeconfig, discovery cache) of this kubectl. */
   readonly home: string;
   run(args: string[], options?: { input?: string; timeoutMs?: number }): Promise<KubectlResult>;
-  start(args: string[]): KubectlProcess;
+  /** `env` adds to the environment (e.g. KUBECTL_PORT_FORWARD_WEBSOCKETS=false). */
+  start(args: string[], options?: { env?: Record<string, string> }): KubectlProcess;
   close(): Promise<void>;
 }
 
@@ -66,9 +69,12 @@ export async function kubectlFor(
         child.stdin?.end(options.input ?? "");
       });
     },
-    start(args) {
+    start(args, options = {}) {
       // No request timeout: a watch runs until it is stopped.
-      const child = spawn(KUBECTL, args, { env, stdio: ["ignore", "pipe", "pipe"] });
+      const child = spawn(KUBECTL, args, {
+        env: { ...env, ...options.env },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
       children.add(child);
       const lines: string[] = [];
       let stdout = "";
@@ -125,6 +131,9 @@ export async function kubectlFor(
         },
         exited: (ms = 15_000) =>
           within(exit, ms, `kubectl ${args.join(" ")} to exit; so far ${JSON.stringify(lines)} ${stderr}`),
+        kill(signal) {
+          if (!closed) child.kill(signal);
+        },
         async stop() {
           if (!closed) child.kill("SIGKILL");
           await exit;

@@ -26,6 +26,7 @@ import {
 } from "./impersonation.ts";
 import { openApiV2Protobuf, openApiV3GroupVersion, openApiV3Root } from "./openapi.ts";
 import { jsonPatch, mergePatch, PATCH_TYPES, patchTypeOf } from "./patch.ts";
+import { PortForwardServer, type PortHandler } from "./portforward.ts";
 import { decodeKubernetesProtobuf } from "./protobuf.ts";
 import { groupVersion, type ResourceType } from "./resources.ts";
 import { SelectorError } from "./selectors.ts";
@@ -68,6 +69,11 @@ export interface KubeApiServer {
   sendBookmarks(): void;
   /** Ends every open watch (as the real server's watch timeout does); clients resume from their versions. */
   endWatches(): void;
+  /**
+   * Serves a pod's container port to `kubectl port-forward` with `handler` (by default every port
+   * writes a greeting line, then echoes): see portforward.ts.
+   */
+  servePort(ns: string, pod: string, port: number, handler: PortHandler): void;
   /** Serves new connections with another certificate (existing ones keep theirs), as after a CA rotation. */
   useCertificate(pki: { cert: string; key: string }): void;
   /** Writes a kubeconfig for this server (its CA, its token unless overridden). */
@@ -90,8 +96,9 @@ export interface KubeApiServerOptions {
  * label and field selectors; Table output for `kubectl get`; watch from any version the bounded
  * history holds, with bookmarks; PATCH (JSON, merge, strategic) and server-side apply with field
  * ownership; `pods/log?follow=true`; `kubectl exec` over WebSocket (a few built-in commands, see
- * exec.ts); errors as `Status` objects; and for any other Upgrade of
- * `pods/{name}/exec|attach|portforward` (SPDY) a 101, then a greeting and an echo.
+ * exec.ts); `kubectl port-forward` (SPDY/3.1, tunnelled through a WebSocket or not, to ports a
+ * test serves, see portforward.ts); errors as `Status` objects; and for any other Upgrade of
+ * `pods/{name}/exec|attach` (SPDY) a 101, then a greeting and an echo.
  */
 export async function startKubeApiServer(options: KubeApiServerOptions = {}): Promise<KubeApiServer> {
   const token = options.token ?? "kube-test-token";
@@ -104,6 +111,7 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
   const sockets = new Set<Socket | Duplex>();
   const watchers = new Set<Watcher>();
   const exec = new ExecServer();
+  const portForward = new PortForwardServer();
   const logEvents = new EventEmitter<{ line: [string, string] }>();
   logEvents.setMaxListeners(0);
   const authorized = (req: IncomingMessage) => req.headers.authorization === `Bearer ${token}`;
@@ -148,6 +156,12 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
     if (!store.has("pods", m[1], m[2]!)) return refuse(404, "NotFound", `pods "${m[2]}" not found`);
     if (m[3] === "exec" && ExecServer.accepts(req)) {
       return exec.handle(req, socket, head, {
+        namespace: decodeURIComponent(m[1]!),
+        name: decodeURIComponent(m[2]!),
+      });
+    }
+    if (m[3] === "portforward") {
+      return portForward.handle(req, socket, head, {
         namespace: decodeURIComponent(m[1]!),
         name: decodeURIComponent(m[2]!),
       });
@@ -404,12 +418,14 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
     endWatches() {
       for (const w of [...watchers]) w.end();
     },
+    servePort: (ns, pod, port, handler) => portForward.serve(ns, pod, port, handler),
     useCertificate: ({ cert, key }) => server.setSecureContext({ cert, key }),
     writeKubeconfig: (path, init = {}) =>
       writeKubeconfig(path, { server: url, caCert: pki.caCert, token, ...init }),
     async close() {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       exec.close();
+      portForward.close();
       for (const s of sockets) s.destroy();
       await closed;
     },
