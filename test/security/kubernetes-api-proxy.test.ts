@@ -2,6 +2,8 @@
 // hop-by-hop names its Connection header lists, Upgrade variants, framing, a forged identity
 // header), the API server behind agentk sees exactly the identity kas decided plus the client's
 // end-to-end headers, and never the client's own Authorization, Cookie or Impersonate-*.
+import { once } from "node:events";
+import { connect } from "node:net";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { encodeIdentity } from "../../modules/kubernetes_api/identity.ts";
@@ -162,7 +164,7 @@ let probes = 0;
 const nextProbe = () => `p${++probes}`;
 
 const EXEC = "GET /api/v1/namespaces/default/pods/web/exec?command=true&stdout=1 HTTP/1.1";
-const PORTFORWARD = "GET /api/v1/namespaces/default/pods/web/portforward?ports=80 HTTP/1.1";
+const PORTFORWARD = "POST /api/v1/namespaces/default/pods/web/portforward HTTP/1.1";
 const LIST = "GET /api/v1/namespaces/default/pods HTTP/1.1";
 
 describe("a client's Connection header cannot strip kas's identity", () => {
@@ -184,6 +186,7 @@ describe("a client's Connection header cannot strip kas's identity", () => {
         ["Sec-WebSocket-Version", "13"],
         ["Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="],
         ["Sec-WebSocket-Protocol", "v5.channel.k8s.io"],
+        ["X-Stream-Protocol-Version", "portforward.k8s.io"],
         ["X-Probe", probe],
       ]);
       expect(status, caller.name).toBe(101);
@@ -230,7 +233,7 @@ describe("a client's Connection header cannot strip kas's identity", () => {
 });
 
 describe("the real kubectl, behind a client stack that names kas's headers in Connection", () => {
-  test("exec and get -w as the CI job kas impersonates", async () => {
+  test("exec, get -w and port-forward as the CI job kas impersonates", async () => {
     const proxy = await startConnectionNamingProxy(setup.kas.addresses.kubernetesApi, setup.caCert, [
       "Impersonate-User",
       "Impersonate-Group",
@@ -273,6 +276,21 @@ describe("the real kubectl, behind a client stack that names kas's headers in Co
       }
       const watched = kube.requests.findLast((r) => r.path.includes("watch=true"));
       expect(watched?.impersonation).toEqual(asJob);
+
+      const forward = kubectl.start(["port-forward", "pod/web", ":80"]);
+      try {
+        const local = Number(
+          /127\.0\.0\.1:(\d+)/.exec(await forward.line(/Forwarding from 127\.0\.0\.1:\d+/))![1],
+        );
+        const conn = connect(local, "127.0.0.1");
+        const [greeting] = (await once(conn, "data", { signal: AbortSignal.timeout(10_000) })) as [Buffer];
+        expect(greeting.toString()).toBe("port-forward default/web:80\n");
+        conn.destroy();
+      } finally {
+        await forward.stop();
+      }
+      const forwarded = kube.requests.findLast((r) => r.path.includes("/pods/web/portforward"));
+      expect(forwarded?.impersonation).toEqual(asJob);
       const seen = fromKubectl().slice(before);
       expect(seen.length).toBeGreaterThan(2);
       for (const r of seen) expectIdentity(r, asJob);
