@@ -148,16 +148,23 @@ describe("the verifier over claim sets (fast-check)", () => {
     ),
     { nil: undefined },
   );
-  const claims = fc.record(
-    {
-      iss: fc.constantFrom(GITLAB_JWT_ISSUER, "gitlab.example.com", "gitlab-kas"),
-      aud: fc.constantFrom(GITLAB_JWT_AUDIENCE, "gitlab"),
-      iat: time,
-      nbf: time,
-      exp: time,
-    },
-    { requiredKeys: ["aud"] },
+  const iss = fc.constantFrom(GITLAB_JWT_ISSUER, "gitlab.example.com", "gitlab-kas");
+  const aud = fc.oneof(
+    { arbitrary: fc.constant(GITLAB_JWT_AUDIENCE), weight: 3 },
+    { arbitrary: fc.constant("gitlab"), weight: 1 },
   );
+  /** Any mix of the claims. */
+  const anyClaims = fc.record({ iss, aud, iat: time, nbf: time, exp: time }, { requiredKeys: ["aud"] });
+  /** Shaped as GitLab signs (nbf 5 s before iat), issued around now, living about a minute. */
+  const gitlabLike = fc
+    .record({
+      iss,
+      aud,
+      iat: fc.integer({ min: -120, max: 20 }).map((d) => NOW + d),
+      lifetime: fc.integer({ min: -10, max: 150 }),
+    })
+    .map(({ lifetime, ...c }): Claims => ({ ...c, nbf: c.iat - 5, exp: c.iat + lifetime }));
+  const claims = fc.oneof(gitlabLike, anyClaims);
   const accepts = (verify: (t: string) => Promise<void>, token: string) =>
     verify(token).then(
       () => true,
@@ -165,6 +172,7 @@ describe("the verifier over claim sets (fast-check)", () => {
     );
 
   it("accepts exactly the tokens GitLab could have sent in the last minute and a half", async () => {
+    const seen = { accepted: 0, refused: 0 };
     await fc.assert(
       fc.asyncProperty(claims, async (c) => {
         const token = await sign(secret, stripUndefined(c));
@@ -179,11 +187,16 @@ describe("the verifier over claim sets (fast-check)", () => {
           exp - iat <= MAX_LIFETIME &&
           exp - NOW <= MAX_LIFETIME + TOLERANCE;
         const addressed = c.aud === GITLAB_JWT_AUDIENCE;
-        expect(await accepts(verifiers.grpc, token)).toBe(timely && addressed);
+        const ok = await accepts(verifiers.grpc, token);
+        expect(ok).toBe(timely && addressed);
         expect(await accepts(verifiers.http, token)).toBe(timely && addressed && c.iss === GITLAB_JWT_ISSUER);
+        seen[ok ? "accepted" : "refused"]++;
       }),
       { numRuns: 500 },
     );
+    // The claim sets drawn reach both sides of the bounds, not only the refusals.
+    expect(seen.accepted).toBeGreaterThan(10);
+    expect(seen.refused).toBeGreaterThan(10);
   });
 
   it("whatever it accepts ends, and soon", async () => {
