@@ -325,6 +325,34 @@ describe("repeated lines are rationed", () => {
     expect(lines.at(-1)!.msg).toBe("client went away");
   });
 
+  it("past the kinds it tracks (a message carrying varying text), new kinds share one ration", async () => {
+    const lines: Line[] = [];
+    const summary = new EventEmitter();
+    const log = createLogger({
+      level: "info",
+      destination: {
+        write: (text: string) => {
+          const line = JSON.parse(text) as Line;
+          lines.push(line);
+          if (line.suppressed !== undefined) summary.emit("line", line);
+        },
+      },
+      limits: { burst: 2, windowMs: 200, maxKinds: 3 },
+    });
+    const summarized = once(summary, "line", { signal: AbortSignal.timeout(5000) });
+    for (let i = 0; i < 1000; i++) log.warn({}, `no such agent ${i}`);
+    // Three kinds tracked, then one shared ration of 2 for all the others.
+    expect(lines.map((l) => l.msg)).toEqual([
+      "no such agent 0",
+      "no such agent 1",
+      "no such agent 2",
+      "no such agent 3",
+      "no such agent 4",
+    ]);
+    const [line] = (await summarized) as [Line];
+    expect(line).toMatchObject({ level: WARN, suppressed: 995 });
+  });
+
   it("by default too: a flood of one line is cut to a handful", () => {
     const lines: string[] = [];
     const log = createLogger({

@@ -10,8 +10,8 @@ export interface LogLimits {
   windowMs?: number;
   /**
    * Kinds tracked at once. Default 1000. Messages are constant templates, so this is only
-   * reached when one carries varying text; past it, lines of new kinds pass unrationed rather
-   * than letting the table grow without bound.
+   * reached when one carries varying text; past it, lines of new kinds share one ration (per
+   * level), so neither the table nor the output grows without bound.
    */
   maxKinds?: number;
   /** Current time in ms. Default `Date.now`. */
@@ -29,6 +29,9 @@ interface Kind {
   timer?: NodeJS.Timeout;
   summarize?: SummaryWriter;
 }
+
+/** What the summary of the shared ration names (see {@link LogLimits.maxKinds}). */
+export const OTHER_KINDS = "(lines of kinds past the limit of kinds tracked)";
 
 export class LogLimiter {
   readonly #burst: number;
@@ -49,16 +52,20 @@ export class LogLimiter {
    * `summarize` (the latest given) writes one line for the count when the window ends.
    */
   admit(level: number, message: string, summarize: SummaryWriter): boolean {
-    const key = `${level}\u0000${message}`;
     const now = this.#now();
-    let kind = this.#kinds.get(key);
-    if (kind === undefined) {
-      if (this.#kinds.size >= this.#maxKinds && !this.#prune(now)) return true;
-      kind = { windowStart: now, written: 0, suppressed: 0 };
-      this.#kinds.set(key, kind);
-    } else if (now - kind.windowStart >= this.#windowMs) {
+    let similar = message;
+    let key = `${level}\u0000${message}`;
+    let found = this.#kinds.get(key);
+    if (found === undefined && this.#kinds.size >= this.#maxKinds && !this.#prune(now)) {
+      similar = OTHER_KINDS;
+      key = `${level}\u0001`;
+      found = this.#kinds.get(key);
+    }
+    const kind = found ?? { windowStart: now, written: 0, suppressed: 0 };
+    if (found === undefined) this.#kinds.set(key, kind);
+    else if (now - kind.windowStart >= this.#windowMs) {
       // A window over whose timer has not fired yet (a busy event loop): its summary comes first.
-      this.#flush(kind, message);
+      this.#flush(kind, similar);
       kind.windowStart = now;
       kind.written = 0;
     }
@@ -70,7 +77,7 @@ export class LogLimiter {
     kind.summarize = summarize;
     if (kind.timer === undefined) {
       const end = Math.max(0, kind.windowStart + this.#windowMs - now);
-      kind.timer = setTimeout(() => this.#flush(kind, message), end);
+      kind.timer = setTimeout(() => this.#flush(kind, similar), end);
       // A pending summary must not keep a daemon that is otherwise done alive.
       kind.timer.unref();
     }
