@@ -1,5 +1,6 @@
 import { readFile } from "node:fs/promises";
-import { errors, jwtVerify, SignJWT } from "jose";
+import { SignJWT } from "jose";
+import { describeJwtError, verifyShortLivedJwt } from "../jwt/short-lived.ts";
 
 export const DEFAULT_PEER_ISSUER = "gitlab-kas";
 export const DEFAULT_PEER_AUDIENCE = "gitlab-kas";
@@ -14,6 +15,12 @@ export interface PeerAuthOptions {
   tokenTtlSec?: number;
   /** Clock skew tolerated between replicas when verifying. Default 5 s. */
   clockToleranceSec?: number;
+  /**
+   * Longest lifetime (`exp - iat`) a presented token may have. Default 90 s: a little above the
+   * 60 s every replica signs with. A token without `exp`, or living longer, is refused: replicas
+   * sign a fresh one per dial, so only a token minted to be kept would need more.
+   */
+  maxTokenLifetimeSec?: number;
 }
 
 /**
@@ -35,6 +42,7 @@ export class PeerAuth {
   readonly #audience: string;
   readonly #ttlSec: number;
   readonly #toleranceSec: number;
+  readonly #maxLifetimeSec: number;
 
   constructor(options: PeerAuthOptions) {
     checkSecret(options.secret, "peer secret");
@@ -43,6 +51,9 @@ export class PeerAuth {
     this.#audience = options.audience ?? DEFAULT_PEER_AUDIENCE;
     this.#ttlSec = options.tokenTtlSec ?? 60;
     this.#toleranceSec = options.clockToleranceSec ?? 5;
+    this.#maxLifetimeSec = options.maxTokenLifetimeSec ?? 90;
+    if (this.#ttlSec > this.#maxLifetimeSec)
+      throw new Error(`peer token lifetime ${this.#ttlSec}s is above the ${this.#maxLifetimeSec}s accepted`);
   }
 
   /** A fresh token naming `subject` (the dialing replica). */
@@ -60,12 +71,11 @@ export class PeerAuth {
   /** The subject of a valid token; throws PeerTokenError otherwise (the reason is safe to log). */
   async verify(token: string): Promise<string> {
     try {
-      const { payload } = await jwtVerify(token, this.#secret, {
-        algorithms: ["HS256"],
+      const payload = await verifyShortLivedJwt(token, this.#secret, {
         issuer: this.#issuer,
         audience: this.#audience,
-        clockTolerance: this.#toleranceSec,
-        requiredClaims: ["exp", "iat"],
+        maxLifetimeSec: this.#maxLifetimeSec,
+        clockToleranceSec: this.#toleranceSec,
       });
       return payload.sub ?? "";
     } catch (err) {
@@ -79,10 +89,8 @@ export class PeerTokenError extends Error {
 }
 
 function describe(err: unknown): string {
-  if (err instanceof errors.JWTExpired) return "token expired";
-  if (err instanceof errors.JWTClaimValidationFailed) return `claim ${err.claim} invalid`;
-  if (err instanceof errors.JWSSignatureVerificationFailed) return "bad signature";
-  return "malformed token";
+  const reason = describeJwtError(err);
+  return reason === "expired" || reason === "malformed" ? `${reason} token` : reason;
 }
 
 function checkSecret(secret: Uint8Array, what: string): void {

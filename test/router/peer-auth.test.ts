@@ -69,6 +69,19 @@ describe("peer authentication", () => {
     expect(await attempt("not.a.jwt")).toBe(401);
   });
 
+  it("rejects tokens without an end or with an end far away (401): replicas sign a fresh 60 s one per dial", async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const claims = { iss: "gitlab-kas", aud: "gitlab-kas", sub: "tester" };
+    const raw = (extra: object) =>
+      new SignJWT({ ...claims, ...extra }).setProtectedHeader({ alg: "HS256" }).sign(SECRET);
+    expect(await attempt(await raw({ iat: now }))).toBe(401); // no exp
+    expect(await attempt(await raw({ exp: now + 60 }))).toBe(401); // no iat
+    expect(await attempt(await sign(SECRET, { iat: now, exp: now + 100 * 365 * 24 * 3600 }))).toBe(401);
+    expect(await attempt(await sign(SECRET, { iat: now + 600, exp: now + 660 }))).toBe(401); // issued in the future
+    expect(await attempt(await sign(SECRET, { iat: now, exp: now + 92 }))).toBe(401); // above the 90 s bound
+    expect(await attempt(await sign(SECRET, { iat: now, exp: now + 90 }))).toBe(101);
+  });
+
   it("a replica with the wrong secret gets PeerRejectedError, not a timeout", async () => {
     const rogue = await startReplica("rogue", redis, { auth: { secret: randomBytes(32) } });
     try {

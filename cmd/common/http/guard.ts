@@ -1,6 +1,7 @@
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import type { RequestMetrics } from "../observability/metrics.ts";
+import { ClientGoneError } from "./client-gone.ts";
 import { HttpError } from "./http-error.ts";
 import { type Body, rawAnswer } from "./raw-answer.ts";
 
@@ -119,6 +120,11 @@ export function guardUpgrades(handler: UpgradeHandler, o: GuardOptions) {
       (err: unknown) => {
         const written = ((socket as { bytesWritten?: number }).bytesWritten ?? 0) > 0;
         report(o, err, req, route, written);
+        if (err instanceof ClientGoneError) {
+          socket.destroy();
+          end?.(499);
+          return;
+        }
         if (written) {
           socket.destroy();
           end?.("aborted");
@@ -179,7 +185,10 @@ function answerOf(err: unknown): ErrorAnswer & { headers: Readonly<Record<string
 
 function report(o: GuardOptions, err: unknown, req: IncomingMessage, route: string, midway: boolean): void {
   const context = { err, front: o.front, method: req.method, route };
-  if (err instanceof HttpError && !midway) o.log?.debug(context, "request refused");
+  // A client leaving is no failure of the daemon's, and anyone can do it at will: never above debug.
+  if (err instanceof ClientGoneError)
+    o.log?.debug({ front: o.front, method: req.method, route }, "client went away");
+  else if (err instanceof HttpError && !midway) o.log?.debug(context, "request refused");
   else if (midway) o.log?.error(context, "response failed midway");
   else o.log?.error(context, "request failed");
 }

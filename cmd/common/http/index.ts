@@ -9,6 +9,7 @@ export {
   ResponseAbortedError,
   SERVICE_NAME,
 } from "./agent-proxy.ts";
+export { ClientGoneError } from "./client-gone.ts";
 export { type EventStream, type EventStreamOptions, eventFrame, openEventStream } from "./event-stream.ts";
 export * from "./forwarder.ts";
 export * from "./guard.ts";

@@ -1,5 +1,6 @@
 import { type DestinationStream, type Logger, pino } from "pino";
 import type { LogLevel } from "../config/values.ts";
+import { LogLimiter, type LogLimits } from "./log-limiter.ts";
 import { REDACT_PATHS, REDACTED, scrubString, scrubValue } from "./redact.ts";
 
 export type { Logger } from "pino";
@@ -13,6 +14,8 @@ export interface LoggerOptions {
   destination?: DestinationStream;
   /** Fields on every line. */
   base?: Record<string, unknown>;
+  /** How many lines of one kind (level and message) per window; `false`: no limit. Default {@link LogLimiter}'s. */
+  limits?: LogLimits | false;
 }
 
 /**
@@ -20,6 +23,7 @@ export interface LoggerOptions {
  * string is scrubbed of JWTs, bearer values and GitLab tokens, messages and errors included.
  */
 export function createLogger(options: LoggerOptions = {}): Logger {
+  const limiter = options.limits === false ? undefined : new LogLimiter(options.limits);
   const logger = pino(
     {
       level: options.level ?? "info",
@@ -32,12 +36,17 @@ export function createLogger(options: LoggerOptions = {}): Logger {
       },
       serializers: { err: (err: unknown) => err },
       hooks: {
-        logMethod(args, method) {
+        logMethod(args, method, level) {
           // log.warn(err) would take err.message as the message unscrubbed: make it log.warn({err}, message).
           const [first, ...rest] = args as unknown[];
           const normalized =
             first instanceof Error ? [{ err: first }, ...(rest.length > 0 ? rest : [first.message])] : args;
           const scrubbed = normalized.map((a) => (typeof a === "string" ? scrubString(a) : a));
+          // The message template (never the fields) names the kind of line.
+          const message = typeof scrubbed[0] === "string" ? scrubbed[0] : scrubbed[1];
+          const summarize = (suppressed: number, similar: string) =>
+            method.call(this, { suppressed, similar }, `suppressed ${suppressed} similar lines`);
+          if (limiter && !limiter.admit(level, typeof message === "string" ? message : "", summarize)) return;
           method.apply(this, scrubbed as Parameters<typeof method>);
         },
       },

@@ -1,29 +1,40 @@
-import { errors, jwtVerify } from "jose";
+import { describeJwtError, verifyShortLivedJwt } from "../../../lib/jwt/short-lived.ts";
 
 /** Header GitLab puts its JWT in when it calls kas (the same name kas uses toward GitLab). */
 export const GITLAB_REQUEST_HEADER = "gitlab-kas-api-request";
 export const GITLAB_JWT_ISSUER = "gitlab";
 export const GITLAB_JWT_AUDIENCE = "gitlab-kas";
+/**
+ * GitLab signs a fresh JWT for every call to kas, valid 60 s (JSONWebToken::Token's
+ * DEFAULT_EXPIRE_TIME, used by Gitlab::Kas::Client; `nbf` 5 s back). A little above that, and
+ * never more: a longer-lived token is not one GitLab made for a call.
+ */
+export const GITLAB_JWT_MAX_LIFETIME_SEC = 90;
+/** Clock skew tolerated between GitLab and kas on `exp`, `nbf` and `iat`. */
+export const GITLAB_JWT_CLOCK_TOLERANCE_SEC = 5;
 
 export class ApiAuthError extends Error {
   override name = "ApiAuthError";
 }
 
 export interface GitLabJwtOptions {
-  clockToleranceSec?: number;
   /**
    * The `iss` required; default `gitlab`. `null`: any. GitLab's gRPC client signs with its host
-   * name as issuer (Gitlab::Kas::Client), which kas cannot know, so over gRPC only the audience,
-   * the signature and the times are checked, as the reference kas does.
+   * name as issuer (Gitlab::Kas::Client), which kas cannot know, so over gRPC the issuer is the
+   * one rule left out, as the reference kas does; every other rule is the same on both fronts.
    */
   issuer?: string | null;
   /** Where the token came from, for the reasons given (default: the `Gitlab-Kas-Api-Request` header). */
   source?: string;
+  /** Current time in ms. Default `Date.now`. */
+  now?: () => number;
 }
 
 /**
- * Checks the HS256 JWT GitLab signs with the shared API secret (iss `gitlab`, aud `gitlab-kas`);
- * throws ApiAuthError with a reason safe to return (it never echoes the token).
+ * Checks the HS256 JWT GitLab signs with the shared API secret (iss `gitlab`, aud `gitlab-kas`,
+ * `exp` and `iat` required, lifetime at most {@link GITLAB_JWT_MAX_LIFETIME_SEC}); the one check
+ * of both fronts of the API port, HTTP and gRPC. Throws ApiAuthError with a reason safe to
+ * return (it never echoes the token).
  */
 export function createGitLabJwtVerifier(secret: Uint8Array, options: GitLabJwtOptions = {}) {
   const source = options.source ?? `${GITLAB_REQUEST_HEADER} header`;
@@ -31,22 +42,15 @@ export function createGitLabJwtVerifier(secret: Uint8Array, options: GitLabJwtOp
   return async (token: string | string[] | undefined): Promise<void> => {
     if (typeof token !== "string" || token === "") throw new ApiAuthError(`missing ${source}`);
     try {
-      await jwtVerify(token, secret, {
-        algorithms: ["HS256"],
-        ...(issuer !== null && { issuer }),
+      await verifyShortLivedJwt(token, secret, {
         audience: GITLAB_JWT_AUDIENCE,
-        clockTolerance: options.clockToleranceSec ?? 5,
+        ...(issuer !== null && { issuer }),
+        maxLifetimeSec: GITLAB_JWT_MAX_LIFETIME_SEC,
+        clockToleranceSec: GITLAB_JWT_CLOCK_TOLERANCE_SEC,
+        ...(options.now && { now: options.now }),
       });
     } catch (err) {
-      throw new ApiAuthError(`invalid JWT in the ${source}: ${describe(err)}`);
+      throw new ApiAuthError(`invalid JWT in the ${source}: ${describeJwtError(err)}`);
     }
   };
-}
-
-function describe(err: unknown): string {
-  if (err instanceof errors.JWTExpired) return "expired";
-  if (err instanceof errors.JWTClaimValidationFailed) return `claim ${err.claim} invalid`;
-  if (err instanceof errors.JWSSignatureVerificationFailed) return "bad signature";
-  if (err instanceof errors.JOSEAlgNotAllowed) return "algorithm not allowed";
-  return "malformed";
 }

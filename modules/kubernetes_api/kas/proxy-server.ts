@@ -3,6 +3,7 @@ import type { Duplex } from "node:stream";
 import type { ListenConfig } from "../../../cmd/common/config/values.ts";
 import {
   type AgentHttpProxy,
+  ClientGoneError,
   describeProxyError,
   type ErrorRenderer,
   type ForwardOptions,
@@ -79,6 +80,8 @@ export async function serveKubernetesProxy(options: KubernetesProxyOptions): Pro
       return await authorize(req, signal);
     } catch (err) {
       if (err instanceof ProxyAccessError) return failure(err.status, err.message);
+      // The wait for GitLab was cut because the client left: whatever it failed with says so.
+      if (signal.aborted) throw new ClientGoneError();
       throw err;
     }
   };
@@ -103,7 +106,7 @@ export async function serveKubernetesProxy(options: KubernetesProxyOptions): Pro
     } catch (err) {
       // Cut after its headers went out: the guard logs it and counts it as aborted.
       if (res.headersSent) throw err;
-      if (res.destroyed) return; // the client left before the agent answered
+      if (res.destroyed) throw new ClientGoneError(); // it left before the agent answered
       const f = describeProxyError(err, access.agentId);
       if (f.status >= 500) options.log?.warn({ err, agentId: access.agentId }, "Kubernetes API proxy");
       sendStatus(res, f);

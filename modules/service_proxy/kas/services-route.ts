@@ -2,6 +2,7 @@ import type { IncomingMessage } from "node:http";
 import {
   type AgentHttpProxy,
   type AgentTarget,
+  ClientGoneError,
   decodePathSegment,
   describeProxyError,
   HttpError,
@@ -41,6 +42,8 @@ export function servicesRoute(
       } catch (err) {
         // Cut after its headers went out: the guard logs it and counts it as aborted.
         if (res.headersSent) throw err;
+        // The client left before the agent answered (which aborted the request): no failure to report.
+        if (res.destroyed) throw new ClientGoneError();
         const f = describeProxyError(err, target.agentId);
         if (f.status >= 500)
           log?.warn({ err, agentId: target.agentId, service: target.service }, "API proxy");
