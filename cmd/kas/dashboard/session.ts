@@ -56,6 +56,10 @@ export function dashboardSessions(token: string, o: SessionOptions): DashboardSe
         algorithms: ["HS256"],
         issuer: ISSUER,
         audience: AUDIENCE,
+        // A session ends with its ttl, whatever a cookie says of itself (5 s for clocks).
+        requiredClaims: ["exp", "iat", "jti"],
+        maxTokenAge: Math.ceil(o.ttlMs / 1000) + 5,
+        clockTolerance: 5,
       });
       const { jti, iat, exp } = payload;
       // Without an id a session could not be revoked: not one of ours.
