@@ -44,6 +44,8 @@ export function agentListenerModule(o: AgentListenerModuleOptions): KasModuleFac
             router,
             authenticate: o.authenticate,
             handshakeTimeoutMs: listen.handshakeTimeoutMs,
+            maxConnections: o.config.connectionLimits.maxConnections,
+            maxStreamsPerConnection: o.config.connectionLimits.maxStreamsPerConnection,
             maxConnectionAgeMs: listen.maxConnectionAgeMs,
             ageDrainGraceMs: o.config.shutdownGracePeriodMs,
             dispatcher: agentStreams,
@@ -92,6 +94,7 @@ export function apiFrontModule(
           rpc.start();
           listener = await serveApi({
             listen: config.api.listen,
+            limits: config.connectionLimits,
             secret: secrets.apiSecret,
             routes,
             metrics: requests,

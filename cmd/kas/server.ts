@@ -198,7 +198,14 @@ export function createKasServer(options: KasServerOptions): KasServer {
         const api = new ApiRouteTable();
         const gitlabRpc =
           secrets.apiSecret &&
-          createGitLabRpcServer({ secret: secrets.apiSecret, readiness, log, metrics: metrics.requests });
+          createGitLabRpcServer({
+            secret: secrets.apiSecret,
+            readiness,
+            log,
+            metrics: metrics.requests,
+            limits: config.connectionLimits,
+            maxConnectionAgeMs: config.api.listen.maxConnectionAgeMs,
+          });
         // Without the API's secret nothing serves them; modules add their services all the same.
         const rpcServices = gitlabRpc || { addService: () => {} };
         // Calls on a draining tunnel end within half its grace, so they end with their own status.
@@ -206,6 +213,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
         const modules: KasModuleFactory[] = [
           observabilityModule({
             listen: config.observability.listen.address,
+            limits: config.connectionLimits,
             paths: {
               metrics: config.observability.prometheus.urlPath,
               liveness: config.observability.livenessProbe.urlPath,
@@ -263,6 +271,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
           projects,
           broadcast: shared.broadcast,
           configurations: new AgentConfigurations(),
+          connectionLimits: config.connectionLimits,
           ...(shared.redis && { redis: shared.redis }),
         });
       } catch (err) {

@@ -9,6 +9,16 @@ export {
   ResponseAbortedError,
   SERVICE_NAME,
 } from "./agent-proxy.ts";
+export {
+  type ConnectionLimits,
+  closeUnlessAuthenticated,
+  DEFAULT_CONNECTION_LIMITS,
+  httpServerOptions,
+  type LimitLog,
+  type LimitReport,
+  limitHttpServer,
+  limitReporter,
+} from "./connection-limits.ts";
 export { type EventStream, type EventStreamOptions, eventFrame, openEventStream } from "./event-stream.ts";
 export * from "./forwarder.ts";
 export * from "./guard.ts";

@@ -29,6 +29,7 @@ import {
 } from "../../common/config/values.ts";
 import { dashboardKasSection } from "../dashboard/config.ts";
 import { gitalyKasSection } from "../repositories/config.ts";
+import { connectionLimitsKasSection } from "./connection-limits.ts";
 
 const gitlab = z.object({
   address: setting((v) => parseUrl(v, ["http", "https"]), {
@@ -102,6 +103,10 @@ const api = z.object({
     {
       authenticationSecretFile: fileSetting({
         doc: "Secret (32 bytes, base64) of the JWTs GitLab presents to the API.",
+      }),
+      maxConnectionAgeMs: durationSetting({
+        default: "2h",
+        doc: "gRPC connections from GitLab are renewed about this often: GOAWAY after 20 % of it (+-10 %), calls in flight then get 65 % of it to finish (GitLab kas's split), so renewals stay below a load balancer's limit of this age.",
       }),
     },
   ),
@@ -177,6 +182,7 @@ const kasSchema = z.object({
   }),
   actionCable: actionCableKasSection,
   dashboard: dashboardKasSection,
+  connectionLimits: connectionLimitsKasSection,
   shutdownGracePeriodMs: durationSetting({
     default: "30s",
     doc: "On SIGTERM: how long in-flight requests and tunnel streams get to finish before they are cut.",

@@ -15,38 +15,44 @@ export function dashboardModule(
   hubOf: () => ViewsHub | undefined,
   tuning?: { heartbeatMs?: number },
 ): KasModuleFactory {
-  return listenerModule("dashboard", Phase.front, "dashboard", async ({ log, registry, requests }) => {
-    const { address } = config.listen;
-    if (address === undefined) return undefined;
-    const hub = hubOf();
-    if (!hub) throw new Error("dashboard.listen.address is set, but kas has no cluster views to show");
-    const token = config.tokenFile === undefined ? undefined : await readToken(config.tokenFile);
-    const streams = new Gauge({
-      name: "kas_dashboard_event_streams",
-      help: "Open event streams of dashboard pages.",
-      registers: [registry],
-    });
-    const drops = new Counter({
-      name: "kas_dashboard_event_streams_dropped_total",
-      help: "Dashboard event streams cut (too slow a reader, or the views hub dropped them), by reason.",
-      labelNames: ["reason"],
-      registers: [registry],
-    });
-    const server = await serveDashboard({
-      listen: { ...config.listen, address },
-      ...(token !== undefined && { token }),
-      sessionTtlMs: config.sessionTtlMs,
-      hub,
-      assets: await loadDashboardAssets(),
-      ...(tuning?.heartbeatMs !== undefined && { heartbeatMs: tuning.heartbeatMs }),
-      log,
-      metrics: requests,
-      onStreams: (n) => streams.set(n),
-      onDrop: (reason) => drops.inc({ reason: reason === "too slow" ? reason : "hub" }),
-    });
-    log.info({ url: server.url, login: token !== undefined }, "dashboard listening");
-    return server;
-  });
+  return listenerModule(
+    "dashboard",
+    Phase.front,
+    "dashboard",
+    async ({ log, registry, requests, connectionLimits }) => {
+      const { address } = config.listen;
+      if (address === undefined) return undefined;
+      const hub = hubOf();
+      if (!hub) throw new Error("dashboard.listen.address is set, but kas has no cluster views to show");
+      const token = config.tokenFile === undefined ? undefined : await readToken(config.tokenFile);
+      const streams = new Gauge({
+        name: "kas_dashboard_event_streams",
+        help: "Open event streams of dashboard pages.",
+        registers: [registry],
+      });
+      const drops = new Counter({
+        name: "kas_dashboard_event_streams_dropped_total",
+        help: "Dashboard event streams cut (too slow a reader, or the views hub dropped them), by reason.",
+        labelNames: ["reason"],
+        registers: [registry],
+      });
+      const server = await serveDashboard({
+        listen: { ...config.listen, address },
+        ...(token !== undefined && { token }),
+        sessionTtlMs: config.sessionTtlMs,
+        hub,
+        assets: await loadDashboardAssets(),
+        ...(tuning?.heartbeatMs !== undefined && { heartbeatMs: tuning.heartbeatMs }),
+        log,
+        metrics: requests,
+        limits: connectionLimits,
+        onStreams: (n) => streams.set(n),
+        onDrop: (reason) => drops.inc({ reason: reason === "too slow" ? reason : "hub" }),
+      });
+      log.info({ url: server.url, login: token !== undefined }, "dashboard listening");
+      return server;
+    },
+  );
 }
 
 async function readToken(path: string): Promise<string> {

@@ -3,6 +3,7 @@ import type { Duplex } from "node:stream";
 import type { ListenConfig } from "../../../cmd/common/config/values.ts";
 import {
   type AgentHttpProxy,
+  type ConnectionLimits,
   describeProxyError,
   type ErrorRenderer,
   type ForwardOptions,
@@ -31,6 +32,8 @@ export interface KubernetesProxyOptions {
   /** Which browser origins may call (GitLab's external URL); none without it. */
   cors?: CorsPolicy;
   log?: GuardLog & { warn(obj: object, msg: string): void };
+  /** Default `DEFAULT_CONNECTION_LIMITS`. */
+  limits?: ConnectionLimits;
 }
 
 const ROUTE = "kubernetes_api";
@@ -142,6 +145,7 @@ export async function serveKubernetesProxy(options: KubernetesProxyOptions): Pro
     renderError: renderStatus,
     handler: handle,
     onUpgrade: upgrade,
+    ...(options.limits && { limits: options.limits }),
   });
 }
 
