@@ -13,15 +13,14 @@ import { gitlabJwt, silentLogger } from "../kas/support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "../kas/support/in-process.ts";
 import { bearer, gitlabServiceClients, grpcTarget } from "../support/gitlab-grpc.ts";
 import {
+  CLOSE_MS,
+  checkConnectionCap,
   closedWithin,
-  dribbleHeaders,
   EMPTY_GRPC_MESSAGE,
-  exchange,
   h2Exchange,
-  openConnection,
+  heldRequests,
+  idleAfter,
   openH2c,
-  received,
-  unfinishedBody,
 } from "../support/held-connections.ts";
 import { MemoryViewsHub } from "../support/memory-views-hub.ts";
 import { until, within } from "../support/until.ts";
@@ -34,8 +33,6 @@ const LIMITS: ConnectionLimits = {
   maxStreamsPerConnection: 7,
   unauthenticatedTimeoutMs: 300,
 };
-/** Well past every deadline above (node:http adds up to a second to keep-alive), far below the old 30 s. */
-const CLOSE_MS = 3000;
 
 const grpcHeaders = (path: string, jwt?: string) => ({
   ":method": "POST",
@@ -86,27 +83,15 @@ describe("API for GitLab (8153): held connections are closed", () => {
     await listener?.close(0);
   });
 
-  test("a silent connection is closed; headers that never end and a body that never finishes get 408 and are closed", async () => {
-    const silent = await openConnection(port);
-    const slowHeaders = await openConnection(port);
-    const slowBody = await openConnection(port);
-    const answers = [silent, slowHeaders, slowBody].map(received);
-    dribbleHeaders(slowHeaders, 50);
-    unfinishedBody(slowBody, "/", { "gitlab-kas-api-request": jwt });
-    await Promise.all([
-      closedWithin(silent, CLOSE_MS, "a silent connection"),
-      closedWithin(slowHeaders, CLOSE_MS, "a connection dribbling headers"),
-      closedWithin(slowBody, CLOSE_MS, "a connection whose body never finishes"),
-    ]);
+  test("HTTP/1.1: a silent connection is closed; headers that never end and a body that never finishes get 408", async () => {
+    const answers = await heldRequests(port, "/", { "gitlab-kas-api-request": jwt });
     // Silent, it is neither HTTP/1.1 nor HTTP/2 yet: closed without a word.
-    expect(answers[0]!()).toBe("");
-    expect(answers[1]!()).toMatch(/^HTTP\/1\.1 408 /);
+    expect(answers.silent).toBe("");
+    expect(answers.slowHeaders).toMatch(/^HTTP\/1\.1 408 /);
   });
 
   test("HTTP/1.1: a keep-alive connection idle after its answer is closed", async () => {
-    const socket = await openConnection(port);
-    expect(await exchange(socket, "GET / HTTP/1.1\r\nHost: kas\r\n\r\n")).toMatch(/^HTTP\/1\.1 401 /);
-    await closedWithin(socket, CLOSE_MS, "an idle keep-alive connection");
+    expect(await idleAfter(port, "GET / HTTP/1.1\r\nHost: kas\r\n\r\n")).toMatch(/^HTTP\/1\.1 401 /);
   });
 
   test("HTTP/2: connections without a valid JWT are closed, silent, refused, or with a call still open", async () => {
@@ -185,29 +170,10 @@ describe("API for GitLab (8153) in kas: connection_limits.max_connections", () =
   });
 
   test("connections past the cap are closed on arrival; under it again, a new one is served", async () => {
-    const port = Number(new URL(kas.addresses.api!).port);
-    const held = [await openConnection(port), await openConnection(port)];
-    // Answered: the server has counted both.
-    for (const socket of held)
-      expect(await exchange(socket, "GET / HTTP/1.1\r\nHost: kas\r\n\r\n")).toMatch(/ 401 /);
-    const extra = await openConnection(port);
-    const got = received(extra);
-    await closedWithin(extra, CLOSE_MS, "a connection past the cap");
-    expect(got()).toBe("");
-    held[0]!.destroy();
-    await until(
-      async () => {
-        const next = await openConnection(port);
-        const answered = await exchange(next, "GET / HTTP/1.1\r\nHost: kas\r\n\r\n").then(
-          () => true,
-          () => false,
-        );
-        next.destroy();
-        return answered;
-      },
-      5000,
-      "a connection under the cap to be served",
+    await checkConnectionCap(
+      Number(new URL(kas.addresses.api!).port),
+      2,
+      "GET / HTTP/1.1\r\nHost: kas\r\n\r\n",
     );
-    held[1]!.destroy();
   });
 });

@@ -4,12 +4,16 @@
 import { once } from "node:events";
 import * as http2 from "node:http2";
 import { connect, type Socket } from "node:net";
-import { within } from "./until.ts";
+import { until, within } from "./until.ts";
 
-/** A TCP connection to 127.0.0.1:`port`, connected. Resets are how some limits close: no error escapes. */
+/**
+ * A TCP connection to 127.0.0.1:`port`, connected, reading (a paused socket would never see the
+ * server's FIN, so never 'close'). Resets are how some limits close: no error escapes.
+ */
 export async function openConnection(port: number): Promise<Socket> {
   const socket = connect(port, "127.0.0.1");
   socket.on("error", () => {});
+  socket.resume();
   await within(once(socket, "connect"), 5000, `a connection to port ${port}`);
   return socket;
 }
@@ -101,3 +105,73 @@ export async function h2Exchange(
 
 /** gRPC's framing of an empty message: not compressed, length 0. */
 export const EMPTY_GRPC_MESSAGE = Buffer.alloc(5);
+
+/**
+ * The connection cap of the listener on `port`, `cap`: that many connections are served (each
+ * answers `request`, so the server has counted it), the next is closed on arrival without a
+ * word, and once one of the held ones is gone a new connection is served again (a count, not a
+ * ban). Throws saying which step failed; closes what it opened.
+ */
+export async function checkConnectionCap(port: number, cap: number, request: string): Promise<void> {
+  const held: Socket[] = [];
+  try {
+    for (let i = 0; i < cap; i++) {
+      const socket = await openConnection(port);
+      held.push(socket);
+      await exchange(socket, request);
+    }
+    const extra = await openConnection(port);
+    held.push(extra);
+    const got = received(extra);
+    await closedWithin(extra, 3000, "a connection past the cap");
+    if (got() !== "") throw new Error(`a connection past the cap was answered: ${JSON.stringify(got())}`);
+    held[0]!.destroy();
+    await until(
+      async () => {
+        const next = await openConnection(port);
+        held.push(next);
+        return exchange(next, request).then(
+          () => true,
+          () => false,
+        );
+      },
+      5000,
+      "a connection under the cap to be served",
+    );
+  } finally {
+    for (const socket of held) socket.destroy();
+  }
+}
+
+/** How long the tests give a server to close a held connection: well past their short deadlines, far below production ones. */
+export const CLOSE_MS = 3000;
+
+/**
+ * Holds three requests open on `port`: a silent connection, headers dribbled forever, and a
+ * request to `bodyPath` whose body never finishes. Resolves, once the server closed all three
+ * (within {@link CLOSE_MS}), with what each was answered.
+ */
+export async function heldRequests(
+  port: number,
+  bodyPath: string,
+  bodyHeaders: Record<string, string> = {},
+): Promise<{ silent: string; slowHeaders: string; slowBody: string }> {
+  const [silent, slowHeaders, slowBody] = await Promise.all([1, 2, 3].map(() => openConnection(port)));
+  const answers = [silent!, slowHeaders!, slowBody!].map(received);
+  dribbleHeaders(slowHeaders!, 50);
+  unfinishedBody(slowBody!, bodyPath, bodyHeaders);
+  await Promise.all([
+    closedWithin(silent!, CLOSE_MS, "a silent connection"),
+    closedWithin(slowHeaders!, CLOSE_MS, "a connection dribbling headers"),
+    closedWithin(slowBody!, CLOSE_MS, "a connection whose body never finishes"),
+  ]);
+  return { silent: answers[0]!(), slowHeaders: answers[1]!(), slowBody: answers[2]!() };
+}
+
+/** Sends `request` on a new connection and resolves with the answer's head once the server has closed it, idle. */
+export async function idleAfter(port: number, request: string): Promise<string> {
+  const socket = await openConnection(port);
+  const head = await exchange(socket, request);
+  await closedWithin(socket, CLOSE_MS, "a keep-alive connection idle after its answer");
+  return head;
+}
