@@ -7,7 +7,7 @@ import { countSetting, durationSetting } from "../../common/config/kinds.ts";
 export const connectionLimitsKasSection = z.object({
   headerTimeoutMs: durationSetting({
     default: "10s",
-    doc: "HTTP fronts (API, Kubernetes API proxy, observability, dashboard): a request's headers must arrive within this (a new connection's first request counted from the connect); HTTP/2 (gRPC on the API port): its preface. Late: 408 and the connection is closed.",
+    doc: "HTTP fronts (API, Kubernetes API proxy, observability, dashboard): a request's headers must arrive within this (a new connection's first request counted from the connect, TLS handshake included); HTTP/2 (gRPC on the API port): its preface. Late: 408 and the connection is closed. Also the private API's whole handshake deadline (the agent listener has agent.listen.handshake_timeout).",
   }),
   bodyTimeoutMs: durationSetting({
     default: "60s",
