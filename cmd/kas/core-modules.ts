@@ -46,6 +46,7 @@ export function agentListenerModule(o: AgentListenerModuleOptions): KasModuleFac
             handshakeTimeoutMs: listen.handshakeTimeoutMs,
             maxConnections: o.config.connectionLimits.maxConnections,
             maxStreamsPerConnection: o.config.connectionLimits.maxStreamsPerConnection,
+            limitCounter: o.metrics.requests,
             maxConnectionAgeMs: listen.maxConnectionAgeMs,
             ageDrainGraceMs: o.config.shutdownGracePeriodMs,
             dispatcher: agentStreams,

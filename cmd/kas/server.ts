@@ -182,6 +182,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
           secrets,
           readiness,
           registry: metrics.registry,
+          limitCounter: metrics.requests,
           log,
           redisOverrides: options.tuning?.redis,
         });

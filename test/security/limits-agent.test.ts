@@ -10,6 +10,7 @@ import { type InProcessKas, startInProcessKas } from "../kas/support/in-process.
 import {
   CLOSE_MS,
   checkConnectionCap,
+  closedForLimit,
   closedWithin,
   dribbleHeaders,
   h2Exchange,
@@ -113,5 +114,9 @@ describe("agent listener in kas: connection_limits.max_connections", () => {
       2,
       "GET / HTTP/1.1\r\nHost: kas\r\n\r\n",
     );
+    // Counted where an operator sees floods (the log line is throttled).
+    expect(
+      await closedForLimit(kas.addresses.observability, "agent", "max connections"),
+    ).toBeGreaterThanOrEqual(1);
   });
 });

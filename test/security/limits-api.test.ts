@@ -15,6 +15,7 @@ import { bearer, gitlabServiceClients, grpcTarget } from "../support/gitlab-grpc
 import {
   CLOSE_MS,
   checkConnectionCap,
+  closedForLimit,
   closedWithin,
   EMPTY_GRPC_MESSAGE,
   h2Exchange,
@@ -175,5 +176,9 @@ describe("API for GitLab (8153) in kas: connection_limits.max_connections", () =
       2,
       "GET / HTTP/1.1\r\nHost: kas\r\n\r\n",
     );
+    // Counted where an operator sees floods (the log line is throttled).
+    expect(
+      await closedForLimit(kas.addresses.observability, "api", "max connections"),
+    ).toBeGreaterThanOrEqual(1);
   });
 });

@@ -11,6 +11,7 @@ import { type InProcessKas, startInProcessKas } from "../kas/support/in-process.
 import {
   CLOSE_MS,
   checkConnectionCap,
+  closedForLimit,
   closedWithin,
   heldRequests,
   idleAfter,
@@ -108,5 +109,9 @@ describe("dashboard in kas: connection_limits.max_connections", () => {
       2,
       "GET /login HTTP/1.1\r\nHost: kas\r\n\r\n",
     );
+    // Counted where an operator sees floods (the log line is throttled).
+    expect(
+      await closedForLimit(kas.addresses.observability, "dashboard", "max connections"),
+    ).toBeGreaterThanOrEqual(1);
   });
 });

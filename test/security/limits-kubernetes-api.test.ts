@@ -3,7 +3,7 @@
 // short deadlines, and past the connection cap connections are refused.
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { type InProcessKas, startInProcessKas } from "../kas/support/in-process.ts";
-import { checkConnectionCap, heldRequests, idleAfter } from "../support/held-connections.ts";
+import { checkConnectionCap, closedForLimit, heldRequests, idleAfter } from "../support/held-connections.ts";
 
 describe("Kubernetes API proxy (8154): held connections are closed", () => {
   let kas: InProcessKas;
@@ -37,5 +37,9 @@ describe("Kubernetes API proxy (8154): held connections are closed", () => {
 
   test("connections past the cap are closed on arrival; under it again, a new one is served", async () => {
     await checkConnectionCap(port, 3, "GET /api HTTP/1.1\r\nHost: kas\r\n\r\n");
+    // Counted where an operator sees floods (the log line is throttled).
+    expect(
+      await closedForLimit(kas.addresses.observability, "kubernetes_api", "max connections"),
+    ).toBeGreaterThanOrEqual(1);
   });
 });

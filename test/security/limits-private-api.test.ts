@@ -9,6 +9,7 @@ import { type InProcessKas, startInProcessKas } from "../kas/support/in-process.
 import {
   CLOSE_MS,
   checkConnectionCap,
+  closedForLimit,
   closedWithin,
   dribbleHeaders,
   h2Exchange,
@@ -97,5 +98,9 @@ describe("private API in kas: connection_limits.max_connections", () => {
   test("connections past the cap are closed on arrival; under it again, a new one is served", async () => {
     const port = Number(new URL(kas.addresses.privateApi!).port);
     await checkConnectionCap(port, 2, "GET / HTTP/1.1\r\nHost: kas\r\n\r\n");
+    // Counted where an operator sees floods (the log line is throttled).
+    expect(
+      await closedForLimit(kas.addresses.observability, "private_api", "max connections"),
+    ).toBeGreaterThanOrEqual(1);
   });
 });

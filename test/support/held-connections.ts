@@ -175,3 +175,15 @@ export async function idleAfter(port: number, request: string): Promise<string> 
   await closedWithin(socket, CLOSE_MS, "a keep-alive connection idle after its answer");
   return head;
 }
+
+/** What kas's metrics (at `observabilityUrl`) count of connections `front` closed for `limit`. */
+export async function closedForLimit(
+  observabilityUrl: string,
+  front: string,
+  limit: string,
+): Promise<number> {
+  const text = await (await fetch(`${observabilityUrl}/metrics`)).text();
+  const series = `kas_connections_closed_for_limit_total{front="${front}",limit="${limit}"} `;
+  const line = text.split("\n").find((l) => l.startsWith(series));
+  return line === undefined ? 0 : Number(line.slice(series.length));
+}

@@ -40,15 +40,21 @@ export interface LimitLog {
 /** Told of each connection closed for a limit: "max connections", "header or body deadline", … */
 export type LimitReport = (limit: string) => void;
 
+/** Where closes are counted (`RequestMetrics`: `<prefix>_connections_closed_for_limit_total`). */
+export interface LimitCounter {
+  connectionClosed(front: string, limit: string): void;
+}
+
 /**
- * A front's {@link LimitReport} as log lines: a debug line per connection closed for a deadline,
- * and for connections refused at the cap a warning, at most a minute apart, with how many were
- * (a flood of connections must not become a flood of log lines).
+ * A front's {@link LimitReport}: each close counted in `counter`, and as log lines a debug line
+ * per connection closed for a deadline, and for connections refused at the cap a warning, at most
+ * a minute apart, with how many were (a flood of connections must not become a flood of log lines).
  */
-export function limitReporter(front: string, log: LimitLog | undefined): LimitReport {
+export function limitReporter(front: string, log: LimitLog | undefined, counter?: LimitCounter): LimitReport {
   let refused = 0;
   let lastWarning = 0;
   return (limit) => {
+    counter?.connectionClosed(front, limit);
     if (limit !== "max connections") {
       log?.debug({ front, limit }, "connection closed for a limit");
       return;

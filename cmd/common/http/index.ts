@@ -14,6 +14,7 @@ export {
   closeUnlessAuthenticated,
   DEFAULT_CONNECTION_LIMITS,
   httpServerOptions,
+  type LimitCounter,
   type LimitLog,
   type LimitReport,
   limitHttpServer,

@@ -99,7 +99,7 @@ export async function listenHttp(options: HttpListenOptions): Promise<HttpListen
         firstBytesTimeoutMs: limits.headerTimeoutMs,
       })
     : server;
-  limitHttpServer(server, front, limits, limitReporter(options.front, options.log));
+  limitHttpServer(server, front, limits, limitReporter(options.front, options.log, options.metrics));
   guardServer(server, {
     ...options,
     request: (req, res) => {

@@ -11,7 +11,7 @@ import {
 } from "../../../lib/tunnel/index.ts";
 import type { AgentIdentity, AgentSession } from "../../../modules/runtime/index.ts";
 import type { ListenConfig } from "../../common/config/values.ts";
-import { limitReporter } from "../../common/http/index.ts";
+import { type LimitCounter, limitReporter } from "../../common/http/index.ts";
 import type { TokenRecheck } from "../auth/index.ts";
 import { closeOnRevocation } from "./revocation.ts";
 
@@ -25,6 +25,8 @@ export interface AgentListenerOptions {
   /** Connections open at once (default 10000) and HTTP/2 streams per connection (default 100). */
   maxConnections?: number;
   maxStreamsPerConnection?: number;
+  /** Where connections closed for a limit are counted. */
+  limitCounter?: LimitCounter;
   /** Tunnels older than this, +-10 %, get GoAway (the agent reconnects, maybe to another replica). */
   maxConnectionAgeMs?: number;
   /** Grace given to a tunnel drained for age. Default 30 s. */
@@ -73,7 +75,7 @@ export async function serveAgents(options: AgentListenerOptions): Promise<AgentL
     ...(options.maxStreamsPerConnection !== undefined && {
       maxStreamsPerConnection: options.maxStreamsPerConnection,
     }),
-    onLimit: limitReporter("agent", log),
+    onLimit: limitReporter("agent", log, options.limitCounter),
     ...(options.tunnel && { tunnel: options.tunnel }),
     ...(options.onReject && { onReject: options.onReject }),
     onSession: (session) => {

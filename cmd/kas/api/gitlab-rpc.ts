@@ -126,7 +126,7 @@ export function createGitLabRpcServer(options: GitLabRpcServerOptions): GitLabRp
     "grpc.keepalive_time_ms": 50_000,
   });
   const streams = createGrpcStreamServer<ApiConnection>(server);
-  const report = limitReporter("api", log);
+  const report = limitReporter("api", log, options.metrics);
   const addService: GitLabRpc["addService"] = (service, implementation, protoFile) => {
     const paths = Object.values(service).map((m) => m.path);
     const name = /^\/([^/]+)\//.exec(paths[0] ?? "")?.[1];

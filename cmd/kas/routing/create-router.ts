@@ -1,6 +1,6 @@
 import { Gauge, type Registry } from "prom-client";
 import { type RedisConnectionOptions, Router, type RouterOptions } from "../../../lib/router/index.ts";
-import { limitReporter } from "../../common/http/index.ts";
+import { type LimitCounter, limitReporter } from "../../common/http/index.ts";
 import type { KasConfig, KasSecrets } from "../config/index.ts";
 import type { ReadinessChecks } from "../observability/index.ts";
 
@@ -11,6 +11,8 @@ export interface KasRouterOptions {
   /** Where `kas_redis_connected` goes (clustered only). */
   registry?: Registry;
   log?: { warn(obj: object, msg: string): void; debug(obj: object, msg: string): void };
+  /** Where the private API's connections closed for a limit are counted. */
+  limitCounter?: LimitCounter;
   /** Overrides for tests (Redis timings). */
   redisOverrides?: Partial<NonNullable<RouterOptions["redis"]>>;
 }
@@ -57,7 +59,7 @@ export async function createKasRouter(options: KasRouterOptions): Promise<Router
         handshakeTimeoutMs: config.connectionLimits.headerTimeoutMs,
         maxConnections: config.connectionLimits.maxConnections,
         maxStreamsPerConnection: config.connectionLimits.maxStreamsPerConnection,
-        onLimit: limitReporter("private_api", log),
+        onLimit: limitReporter("private_api", log, options.limitCounter),
       },
     },
     redis: {
