@@ -1,11 +1,13 @@
 // The limits every HTTP listener of the daemons applies to its connections, so that no peer,
 // authenticated or not, holds file descriptors and memory without bound: headers and bodies must
 // arrive in time, idle connections close, connections past a cap are refused, and an HTTP/2
-// connection that never authenticates is closed. What is sent back (watches, `logs -f`, gRPC
-// feeds) has no deadline: every limit here is on receiving, or on a connection with nothing in flight.
+// connection that never authenticates is closed (http2-deadlines.ts). What is sent back (watches,
+// `logs -f`, gRPC feeds) has no deadline: every limit is on receiving, or on a connection with
+// nothing in flight.
 import type * as http from "node:http";
 import type * as net from "node:net";
 import type { Duplex } from "node:stream";
+import type { LimitReport } from "./limit-report.ts";
 
 export interface ConnectionLimits {
   /** A request's headers (the first request's counted from the connection's start) must be in by then. */
@@ -31,42 +33,6 @@ export const DEFAULT_CONNECTION_LIMITS: Readonly<ConnectionLimits> = {
   maxStreamsPerConnection: 100,
   unauthenticatedTimeoutMs: 30_000,
 };
-
-export interface LimitLog {
-  debug(obj: object, msg: string): void;
-  warn?(obj: object, msg: string): void;
-}
-
-/** Told of each connection closed for a limit: "max connections", "header or body deadline", … */
-export type LimitReport = (limit: string) => void;
-
-/** Where closes are counted (`RequestMetrics`: `<prefix>_connections_closed_for_limit_total`). */
-export interface LimitCounter {
-  connectionClosed(front: string, limit: string): void;
-}
-
-/**
- * A front's {@link LimitReport}: each close counted in `counter`, and as log lines a debug line
- * per connection closed for a deadline, and for connections refused at the cap a warning, at most
- * a minute apart, with how many were (a flood of connections must not become a flood of log lines).
- */
-export function limitReporter(front: string, log: LimitLog | undefined, counter?: LimitCounter): LimitReport {
-  let refused = 0;
-  let lastWarning = 0;
-  return (limit) => {
-    counter?.connectionClosed(front, limit);
-    if (limit !== "max connections") {
-      log?.debug({ front, limit }, "connection closed for a limit");
-      return;
-    }
-    refused++;
-    const now = Date.now();
-    if (now - lastWarning < 60_000) return;
-    lastWarning = now;
-    log?.warn?.({ front, limit, refused }, "connections refused: at the cap");
-    refused = 0;
-  };
-}
 
 /**
  * node:http's settings for `limits`: `createServer(httpServerOptions(limits))`. Node checks its
@@ -101,27 +67,6 @@ export function limitHttpServer(
     if (err.code === "ERR_HTTP_REQUEST_TIMEOUT") report?.("header or body deadline");
     answerClientError(err, socket);
   });
-}
-
-/**
- * Closes an HTTP/2 connection (`socket`) that has made no authenticated request within
- * `timeoutMs`; call `authenticated()` when one was. Also closes the socket once the server has
- * ended its side and the peer does not close its own within a second (an HTTP/2 session closed
- * gracefully only half-closes it, and a peer could hold that open).
- */
-export function closeUnlessAuthenticated(
-  socket: Duplex,
-  timeoutMs: number,
-  report?: LimitReport,
-): { authenticated(): void } {
-  const timer = setTimeout(() => {
-    report?.("unauthenticated deadline");
-    socket.destroy();
-  }, timeoutMs);
-  timer.unref();
-  socket.once("close", () => clearTimeout(timer));
-  socket.once("finish", () => setTimeout(() => socket.destroy(), 1000).unref());
-  return { authenticated: () => clearTimeout(timer) };
 }
 
 const CLIENT_ERROR_ANSWERS: Readonly<Record<string, string>> = {

@@ -10,10 +10,10 @@ import {
   DEFAULT_CONNECTION_LIMITS,
   httpServerOptions,
   limitHttpServer,
-  limitReporter,
 } from "./connection-limits.ts";
 import { type GuardOptions, guardServer, type RequestHandler, type UpgradeHandler } from "./guard.ts";
 import { HttpError } from "./http-error.ts";
+import { limitReporter } from "./limit-report.ts";
 import { createProtocolSplitServer } from "./protocol-split.ts";
 
 /** Where HTTP/2 connections go when HTTP/1.1 and HTTP/2 share the port (e.g. a gRPC server). */

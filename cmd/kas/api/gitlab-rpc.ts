@@ -10,6 +10,7 @@ import { createGrpcStreamServer } from "../../../lib/tunnel/index.ts";
 import type { GitLabRpc } from "../../../modules/runtime/index.ts";
 import {
   type ConnectionLimits,
+  closeHalfClosed,
   closeUnlessAuthenticated,
   DEFAULT_CONNECTION_LIMITS,
   type Http2Connections,
@@ -153,8 +154,10 @@ export function createGitLabRpcServer(options: GitLabRpcServerOptions): GitLabRp
   return {
     addService,
     connections: {
-      serve: (socket) =>
-        streams.inject(socket, closeUnlessAuthenticated(socket, limits.unauthenticatedTimeoutMs, report)),
+      serve(socket) {
+        closeHalfClosed(socket);
+        streams.inject(socket, closeUnlessAuthenticated(socket, limits.unauthenticatedTimeoutMs, report));
+      },
       async close(graceMs) {
         clearInterval(timer);
         await streams.close(graceMs);
