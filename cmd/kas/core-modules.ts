@@ -44,7 +44,7 @@ export function agentListenerModule(o: AgentListenerModuleOptions): KasModuleFac
             router,
             authenticate: o.authenticate,
             handshakeTimeoutMs: listen.handshakeTimeoutMs,
-            maxConnections: o.config.connectionLimits.maxConnections,
+            maxConnections: listen.maxConnections,
             maxStreamsPerConnection: o.config.connectionLimits.maxStreamsPerConnection,
             limitCounter: o.metrics.requests,
             maxConnectionAgeMs: listen.maxConnectionAgeMs,

@@ -97,11 +97,11 @@ describe("agent listener (8150): connections without a tunnel are closed", () =>
   });
 });
 
-describe("agent listener in kas: connection_limits.max_connections", () => {
+describe("agent listener in kas: agent.listen.max_connections", () => {
   let kas: InProcessKas;
   beforeAll(async () => {
     kas = await startInProcessKas((config) => {
-      config.connectionLimits.maxConnections = 2;
+      config.agent.listen.maxConnections = 2;
     });
   });
   afterAll(async () => {

@@ -19,7 +19,7 @@ export const connectionLimitsKasSection = z.object({
   }),
   maxConnections: countSetting({
     default: 10000,
-    doc: "Connections open at once on each listener; past it, new ones are closed as they arrive (a warning, at most a minute apart, counts them).",
+    doc: "Connections open at once on each listener but the agents' (agent.listen.max_connections); past it, new ones are closed as they arrive (counted in kas_connections_closed_for_limit_total, and a warning at most a minute apart).",
   }),
   maxStreamsPerConnection: countSetting({
     default: 100,

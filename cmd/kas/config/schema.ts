@@ -74,6 +74,12 @@ const agent = z.object({
         default: "10s",
         doc: "Deadline for a WebSocket handshake, authentication included.",
       }),
+      // Its own cap, above connection_limits.max_connections: a replica is built to hold 20,000
+      // agents, and each holds two tunnels for a moment when it moves (make-before-break).
+      maxConnections: countSetting({
+        default: 40000,
+        doc: "Connections open at once on the agent listener (tunnels and handshakes); past it, new ones are closed as they arrive. Keep it below the process's open-files limit.",
+      }),
     },
   ),
   dialTimeoutMs: durationSetting({

@@ -42,6 +42,7 @@ describe("kas configuration", () => {
           maxConnectionAgeMs: 7_200_000,
           keepaliveIntervalMs: 60_000,
           handshakeTimeoutMs: 10_000,
+          maxConnections: 40_000,
         },
         dialTimeoutMs: 5000,
         staticTokensFile: "/etc/kas/tokens.yaml",
