@@ -254,7 +254,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
           kubernetesApiModule(config.agent.kubernetesApi, proxyAccess, kasDataDir(config.dataDir)),
           apiFrontModule(config, secrets, api, gitlabRpc || undefined),
           actionCableModule(config.actionCable, () => views),
-          dashboardModule(config.dashboard, () => views, options.tuning?.dashboard),
+          dashboardModule(config.dashboard, () => views, options.tuning?.dashboard, config.connectionLimits),
         ];
         runner = new ModuleRunner(modules);
         await runner.start({

@@ -6,6 +6,7 @@ import type { ViewsHub } from "../../../modules/cluster_views/views.ts";
 import type { KasModuleFactory } from "../../../modules/runtime/index.ts";
 import { listenerModule, Phase } from "../../../modules/runtime/index.ts";
 import { ConfigError } from "../../common/config/errors.ts";
+import type { ConnectionLimits } from "../../common/http/index.ts";
 import { loadDashboardAssets } from "./assets.ts";
 import type { DashboardKasConfig } from "./config.ts";
 import { serveDashboard } from "./server.ts";
@@ -14,45 +15,42 @@ export function dashboardModule(
   config: DashboardKasConfig,
   hubOf: () => ViewsHub | undefined,
   tuning?: { heartbeatMs?: number },
+  /** kas's connection_limits, for the dashboard's listener. */
+  limits?: ConnectionLimits,
 ): KasModuleFactory {
-  return listenerModule(
-    "dashboard",
-    Phase.front,
-    "dashboard",
-    async ({ log, registry, requests, connectionLimits }) => {
-      const { address } = config.listen;
-      if (address === undefined) return undefined;
-      const hub = hubOf();
-      if (!hub) throw new Error("dashboard.listen.address is set, but kas has no cluster views to show");
-      const token = config.tokenFile === undefined ? undefined : await readToken(config.tokenFile);
-      const streams = new Gauge({
-        name: "kas_dashboard_event_streams",
-        help: "Open event streams of dashboard pages.",
-        registers: [registry],
-      });
-      const drops = new Counter({
-        name: "kas_dashboard_event_streams_dropped_total",
-        help: "Dashboard event streams cut (too slow a reader, or the views hub dropped them), by reason.",
-        labelNames: ["reason"],
-        registers: [registry],
-      });
-      const server = await serveDashboard({
-        listen: { ...config.listen, address },
-        ...(token !== undefined && { token }),
-        sessionTtlMs: config.sessionTtlMs,
-        hub,
-        assets: await loadDashboardAssets(),
-        ...(tuning?.heartbeatMs !== undefined && { heartbeatMs: tuning.heartbeatMs }),
-        log,
-        metrics: requests,
-        limits: connectionLimits,
-        onStreams: (n) => streams.set(n),
-        onDrop: (reason) => drops.inc({ reason: reason === "too slow" ? reason : "hub" }),
-      });
-      log.info({ url: server.url, login: token !== undefined }, "dashboard listening");
-      return server;
-    },
-  );
+  return listenerModule("dashboard", Phase.front, "dashboard", async ({ log, registry, requests }) => {
+    const { address } = config.listen;
+    if (address === undefined) return undefined;
+    const hub = hubOf();
+    if (!hub) throw new Error("dashboard.listen.address is set, but kas has no cluster views to show");
+    const token = config.tokenFile === undefined ? undefined : await readToken(config.tokenFile);
+    const streams = new Gauge({
+      name: "kas_dashboard_event_streams",
+      help: "Open event streams of dashboard pages.",
+      registers: [registry],
+    });
+    const drops = new Counter({
+      name: "kas_dashboard_event_streams_dropped_total",
+      help: "Dashboard event streams cut (too slow a reader, or the views hub dropped them), by reason.",
+      labelNames: ["reason"],
+      registers: [registry],
+    });
+    const server = await serveDashboard({
+      listen: { ...config.listen, address },
+      ...(token !== undefined && { token }),
+      sessionTtlMs: config.sessionTtlMs,
+      hub,
+      assets: await loadDashboardAssets(),
+      ...(tuning?.heartbeatMs !== undefined && { heartbeatMs: tuning.heartbeatMs }),
+      log,
+      metrics: requests,
+      ...(limits && { limits }),
+      onStreams: (n) => streams.set(n),
+      onDrop: (reason) => drops.inc({ reason: reason === "too slow" ? reason : "hub" }),
+    });
+    log.info({ url: server.url, login: token !== undefined }, "dashboard listening");
+    return server;
+  });
 }
 
 async function readToken(path: string): Promise<string> {
