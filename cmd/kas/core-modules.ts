@@ -46,6 +46,9 @@ export function agentListenerModule(o: AgentListenerModuleOptions): KasModuleFac
             router,
             authenticate: o.authenticate,
             handshakeTimeoutMs: listen.handshakeTimeoutMs,
+            maxConnections: listen.maxConnections,
+            maxStreamsPerConnection: o.config.connectionLimits.maxStreamsPerConnection,
+            limitCounter: o.metrics.requests,
             maxConnectionAgeMs: listen.maxConnectionAgeMs,
             ageDrainGraceMs: o.config.shutdownGracePeriodMs,
             dispatcher: agentStreams,
@@ -95,6 +98,7 @@ export function apiFrontModule(
           rpc.start();
           listener = await serveApi({
             listen: config.api.listen,
+            limits: config.connectionLimits,
             secret: secrets.apiSecret,
             routes,
             metrics: requests,

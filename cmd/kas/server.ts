@@ -185,6 +185,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
           secrets,
           readiness,
           registry: metrics.registry,
+          limitCounter: metrics.requests,
           log,
           redisOverrides: options.tuning?.redis,
         });
@@ -211,7 +212,14 @@ export function createKasServer(options: KasServerOptions): KasServer {
         const api = new ApiRouteTable();
         const gitlabRpc =
           secrets.apiSecret &&
-          createGitLabRpcServer({ secret: secrets.apiSecret, readiness, log, metrics: metrics.requests });
+          createGitLabRpcServer({
+            secret: secrets.apiSecret,
+            readiness,
+            log,
+            metrics: metrics.requests,
+            limits: config.connectionLimits,
+            maxConnectionAgeMs: config.api.listen.maxConnectionAgeMs,
+          });
         // Without the API's secret nothing serves them; modules add their services all the same.
         const rpcServices = gitlabRpc || { addService: () => {} };
         // Calls on a draining tunnel end within half its grace, so they end with their own status.
@@ -219,6 +227,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
         const modules: KasModuleFactory[] = [
           observabilityModule({
             listen: config.observability.listen.address,
+            limits: config.connectionLimits,
             paths: {
               metrics: config.observability.prometheus.urlPath,
               liveness: config.observability.livenessProbe.urlPath,
@@ -261,7 +270,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
           kubernetesApiModule(config.agent.kubernetesApi, proxyAccess, kasDataDir(config.dataDir)),
           apiFrontModule(config, secrets, api, gitlabRpc || undefined),
           actionCableModule(config.actionCable, () => views),
-          dashboardModule(config.dashboard, () => views, options.tuning?.dashboard),
+          dashboardModule(config.dashboard, () => views, options.tuning?.dashboard, config.connectionLimits),
         ];
         runner = new ModuleRunner(modules);
         await runner.start({
@@ -279,6 +288,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
           projects,
           broadcast: shared.broadcast,
           configurations: new AgentConfigurations(),
+          connectionLimits: config.connectionLimits,
           ...(shared.redis && { redis: shared.redis }),
         });
       } catch (err) {

@@ -27,7 +27,14 @@ export interface PeerServerOptions {
   /** Deadline for the agent's verdict on a forwarded header. Default 10 s. */
   openTimeoutMs?: number;
   tunnel?: TunnelOptions;
+  limits?: PeerListenLimits;
 }
+
+/** What bounds the private API's connections: its handshake deadline, connection cap… (see `ListenOptions`). */
+export type PeerListenLimits = Pick<
+  ListenOptions<PeerIdentity>,
+  "handshakeTimeoutMs" | "maxConnections" | "maxStreamsPerConnection" | "onLimit"
+>;
 
 export interface PeerIdentity {
   /** The replica that dialed (the token's subject). */
@@ -77,6 +84,7 @@ export function servePeers(options: PeerServerOptions): Promise<TunnelServer<Pee
     port: options.port,
     tls: options.tls,
     tunnel: options.tunnel,
+    ...options.limits,
     authenticate: async (request) => {
       const match = /^Bearer\s+(\S+)$/i.exec(String(request.headers.authorization ?? ""));
       if (!match) throw new HandshakeRejection(401, "a bearer token is required");

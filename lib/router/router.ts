@@ -9,7 +9,7 @@ import { openLocal } from "./local-open.ts";
 import { LocalRegistry, type Tunnel } from "./local-registry.ts";
 import { PeerAuth, type PeerAuthOptions } from "./peer-auth.ts";
 import { PeerPool } from "./peer-pool.ts";
-import { isNoTunnel, type PeerIdentity, servePeers } from "./peer-server.ts";
+import { isNoTunnel, type PeerIdentity, type PeerListenLimits, servePeers } from "./peer-server.ts";
 import { createRedisClients, type RedisConnectionOptions } from "./redis-options.ts";
 import { type Candidate, RedisRegistry, type RedisRegistryOptions } from "./redis-registry.ts";
 import { Waiters } from "./waiters.ts";
@@ -32,6 +32,8 @@ export interface RouterOptions {
     /** Transport settings for dialing peers (CA, server name, handshake timeout…). */
     dial?: Omit<DialOptions, "headers" | "signal">;
     tunnel?: TunnelOptions;
+    /** The private API's handshake deadline, connection cap, HTTP/2 streams per connection, and who hears of closes for them. */
+    limits?: PeerListenLimits;
   };
   /**
    * Where the replicas register their agents. Without it the router is single-replica: local
@@ -117,6 +119,7 @@ export class Router {
       port: api.port,
       tls: api.tls,
       tunnel: api.tunnel,
+      ...(api.limits && { limits: api.limits }),
       auth,
       local: this.local,
       replicaId: this.replicaId,

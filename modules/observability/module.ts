@@ -2,6 +2,7 @@
 // probes on their own listener, up before every other module and down after them.
 import type { Registry } from "prom-client";
 import type { ListenAddress } from "../../cmd/common/config/values.ts";
+import type { ConnectionLimits } from "../../cmd/common/http/index.ts";
 import {
   type Logger,
   type ReadinessChecks,
@@ -13,6 +14,8 @@ export interface ObservabilityConfig {
   listen: ListenAddress;
   /** Defaults: /metrics, /liveness, /readiness (GitLab's names). */
   paths?: { metrics?: string; liveness?: string; readiness?: string };
+  /** Default `DEFAULT_CONNECTION_LIMITS` (agentk has no setting for them). */
+  limits?: ConnectionLimits;
 }
 
 /** What the module needs of either daemon's dependencies. */
@@ -40,6 +43,7 @@ export function observabilityModule(config: ObservabilityConfig): ModuleFactory<
         readiness,
         log,
         ...(config.paths && { paths: config.paths }),
+        ...(config.limits && { limits: config.limits }),
       });
       return { url: server.url, close: () => server.close() };
     },

@@ -7,7 +7,7 @@ import type * as grpc from "@grpc/grpc-js";
 import type { Redis } from "ioredis";
 import type { Registry } from "prom-client";
 import type { AgentToken } from "../../cmd/common/agent-token.ts";
-import type { AgentHttpProxy } from "../../cmd/common/http/index.ts";
+import type { AgentHttpProxy, ConnectionLimits } from "../../cmd/common/http/index.ts";
 import type { Logger, ReadinessChecks, RequestMetrics } from "../../cmd/common/observability/index.ts";
 import type { Router } from "../../lib/router/index.ts";
 import type { StreamDispatcher, TunnelSession } from "../../lib/tunnel/index.ts";
@@ -194,6 +194,8 @@ export interface KasModuleDeps {
   configurations: AgentConfigurations;
   /** Absent in single-replica mode. */
   redis?: KasRedis;
+  /** What every listener bounds its connections by (kas's connection_limits). */
+  connectionLimits: ConnectionLimits;
 }
 
 export type KasModuleFactory = ModuleFactory<KasModuleDeps>;

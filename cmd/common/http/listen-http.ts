@@ -5,8 +5,15 @@ import type { Server } from "node:net";
 import type { Duplex } from "node:stream";
 import type { ListenAddress, TlsFiles } from "../config/values.ts";
 import { listenAt } from "../listen.ts";
+import {
+  type ConnectionLimits,
+  DEFAULT_CONNECTION_LIMITS,
+  httpServerOptions,
+  limitHttpServer,
+} from "./connection-limits.ts";
 import { type GuardOptions, guardServer, type RequestHandler, type UpgradeHandler } from "./guard.ts";
 import { HttpError } from "./http-error.ts";
+import { limitReporter } from "./limit-report.ts";
 import { createProtocolSplitServer } from "./protocol-split.ts";
 
 /** Where HTTP/2 connections go when HTTP/1.1 and HTTP/2 share the port (e.g. a gRPC server). */
@@ -26,6 +33,8 @@ export interface HttpListenOptions extends GuardOptions {
   onUpgrade?: UpgradeHandler;
   /** Serve HTTP/2 on the same port, by handing those connections here (`createProtocolSplitServer`). */
   http2?: Http2Connections;
+  /** Header, body and idle deadlines and the connection cap. Default {@link DEFAULT_CONNECTION_LIMITS}. */
+  limits?: ConnectionLimits;
 }
 
 export interface HttpListener {
@@ -74,19 +83,23 @@ export async function listenHttp(options: HttpListenOptions): Promise<HttpListen
   const tls = options.tls?.certificateFile && options.tls.keyFile ? options.tls : undefined;
   const keyPair = tls && { cert: await readFile(tls.certificateFile!), key: await readFile(tls.keyFile!) };
   const { http2 } = options;
+  const limits = options.limits ?? DEFAULT_CONNECTION_LIMITS;
+  // Deadlines on receiving requests only: watches and `logs -f` answer for as long as they need.
+  const serverOptions = httpServerOptions(limits);
   // With HTTP/2 beside it, the HTTP server listens on no socket: the front hands it connections.
-  const server: http.Server = keyPair && !http2 ? https.createServer(keyPair) : http.createServer();
+  const server: http.Server =
+    keyPair && !http2
+      ? https.createServer({ ...keyPair, ...serverOptions, handshakeTimeout: limits.headerTimeoutMs })
+      : http.createServer(serverOptions);
   const front: Server = http2
     ? createProtocolSplitServer({
         ...(keyPair && { tls: keyPair }),
         http1: (socket) => server.emit("connection", socket),
         http2: (socket) => http2.serve(socket),
+        firstBytesTimeoutMs: limits.headerTimeoutMs,
       })
     : server;
-  // Watches and `logs -f` are long: no whole-request deadline; headers must still come quickly.
-  server.requestTimeout = 0;
-  server.headersTimeout = 30_000;
-  server.keepAliveTimeout = 30_000;
+  limitHttpServer(server, front, limits, limitReporter(options.front, options.log, options.metrics));
   guardServer(server, {
     ...options,
     request: (req, res) => {

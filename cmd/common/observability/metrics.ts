@@ -87,11 +87,21 @@ export class TunnelMetrics {
   }
 }
 
-/** Request durations by route and status, for any HTTP or gRPC front the daemon serves. */
+/**
+ * Request durations by route and status, for any HTTP or gRPC front the daemon serves, and the
+ * connections its listeners closed for a limit.
+ */
 export class RequestMetrics {
   readonly #histogram: Histogram<"route" | "status">;
+  readonly #limited: Counter<"front" | "limit">;
 
   constructor(registry: Registry, prefix: string) {
+    this.#limited = new Counter({
+      name: `${prefix}_connections_closed_for_limit_total`,
+      help: "Connections a listener closed for a limit (max connections, a header or body deadline, unauthenticated, no tunnel), by front and limit.",
+      labelNames: ["front", "limit"],
+      registers: [registry],
+    });
     this.#histogram = new Histogram({
       name: `${prefix}_request_duration_seconds`,
       help: "Duration of requests served, by route and status (HTTP status or gRPC code name).",
@@ -107,6 +117,11 @@ export class RequestMetrics {
     return (status) => {
       end({ status: String(status) });
     };
+  }
+
+  /** One connection closed by `front` for `limit` (e.g. "max connections"). */
+  connectionClosed(front: string, limit: string): void {
+    this.#limited.inc({ front, limit });
   }
 
   observe(route: string, status: number | string, seconds: number): void {

@@ -1,7 +1,17 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Registry } from "prom-client";
 import type { ListenAddress } from "../config/values.ts";
-import { type ErrorRenderer, type GuardLog, guardServer, sendBody } from "../http/index.ts";
+import {
+  type ConnectionLimits,
+  DEFAULT_CONNECTION_LIMITS,
+  type ErrorRenderer,
+  type GuardLog,
+  guardServer,
+  httpServerOptions,
+  limitHttpServer,
+  limitReporter,
+  sendBody,
+} from "../http/index.ts";
 import { listenAt } from "../listen.ts";
 import type { ReadinessChecks } from "./readiness.ts";
 import { scrubString } from "./redact.ts";
@@ -15,6 +25,8 @@ export interface ObservabilityOptions {
   /** Liveness: the process answers. A daemon may add its own test (e.g. its event loop is not wedged). */
   live?: () => boolean;
   log?: GuardLog;
+  /** Header, body and idle deadlines, connection cap. Default `DEFAULT_CONNECTION_LIMITS`. */
+  limits?: ConnectionLimits;
 }
 
 export interface ObservabilityServer {
@@ -34,9 +46,13 @@ export async function serveObservability(options: ObservabilityOptions): Promise
     const path = (req.url ?? "/").split("?")[0]!;
     return [paths.metrics, paths.liveness, paths.readiness].includes(path) ? path : "unknown";
   };
-  const server = createServer();
-  server.headersTimeout = 10_000;
-  server.requestTimeout = 30_000;
+  const server = createServer(httpServerOptions(options.limits ?? DEFAULT_CONNECTION_LIMITS));
+  limitHttpServer(
+    server,
+    server,
+    options.limits ?? DEFAULT_CONNECTION_LIMITS,
+    limitReporter("observability", options.log),
+  );
   guardServer(server, {
     front: "observability",
     ...(options.log && { log: options.log }),

@@ -11,6 +11,7 @@ import {
 } from "../../../lib/tunnel/index.ts";
 import type { AgentIdentity, AgentSession } from "../../../modules/runtime/index.ts";
 import type { ListenConfig } from "../../common/config/values.ts";
+import { type LimitCounter, limitReporter } from "../../common/http/index.ts";
 import type { TokenRecheck } from "../auth/index.ts";
 import { closeOnRevocation } from "./revocation.ts";
 
@@ -21,6 +22,11 @@ export interface AgentListenerOptions {
   authenticate: Authenticate<AgentIdentity>;
   router: Router;
   handshakeTimeoutMs?: number;
+  /** Connections open at once (default 10000) and HTTP/2 streams per connection (default 100). */
+  maxConnections?: number;
+  maxStreamsPerConnection?: number;
+  /** Where connections closed for a limit are counted. */
+  limitCounter?: LimitCounter;
   /** Tunnels older than this, +-10 %, get GoAway (the agent reconnects, maybe to another replica). */
   maxConnectionAgeMs?: number;
   /** Grace given to a tunnel drained for age. Default 30 s. */
@@ -36,7 +42,11 @@ export interface AgentListenerOptions {
   onTunnel?: (session: AgentSession) => void;
   /** Re-checks each tunnel's token while it is open; a refused token closes the agent's tunnels. */
   tokenRecheck?: Pick<TokenRecheck, "watch">;
-  log?: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
+  log?: {
+    info(obj: object, msg: string): void;
+    warn(obj: object, msg: string): void;
+    debug(obj: object, msg: string): void;
+  };
 }
 
 export interface AgentListener {
@@ -63,6 +73,11 @@ export async function serveAgents(options: AgentListenerOptions): Promise<AgentL
     ...(tls && { tls }),
     authenticate: options.authenticate,
     ...(options.handshakeTimeoutMs !== undefined && { handshakeTimeoutMs: options.handshakeTimeoutMs }),
+    ...(options.maxConnections !== undefined && { maxConnections: options.maxConnections }),
+    ...(options.maxStreamsPerConnection !== undefined && {
+      maxStreamsPerConnection: options.maxStreamsPerConnection,
+    }),
+    onLimit: limitReporter("agent", log, options.limitCounter),
     ...(options.tunnel && { tunnel: options.tunnel }),
     ...(options.onReject && { onReject: options.onReject }),
     onSession: (session) => {

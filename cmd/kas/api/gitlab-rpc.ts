@@ -8,7 +8,14 @@ import { ReflectionService } from "@grpc/reflection";
 import { HealthImplementation, protoPath as healthProtoPath, type ServingStatus } from "grpc-health-check";
 import { createGrpcStreamServer } from "../../../lib/tunnel/index.ts";
 import type { GitLabRpc } from "../../../modules/runtime/index.ts";
-import type { Http2Connections } from "../../common/http/index.ts";
+import {
+  type ConnectionLimits,
+  closeHalfClosed,
+  closeUnlessAuthenticated,
+  DEFAULT_CONNECTION_LIMITS,
+  type Http2Connections,
+  limitReporter,
+} from "../../common/http/index.ts";
 import type { Logger, ReadinessChecks, RequestMetrics } from "../../common/observability/index.ts";
 import { ApiAuthError, createGitLabJwtVerifier } from "./gitlab-jwt.ts";
 
@@ -24,6 +31,27 @@ export interface GitLabRpcServerOptions {
   metrics?: RequestMetrics;
   /** How often health watchers hear of a readiness change. Default 5 s. */
   healthRefreshMs?: number;
+  /**
+   * Idle deadline (gRPC max_connection_idle), streams per connection, and the deadline for a
+   * connection's first authenticated call. Default {@link DEFAULT_CONNECTION_LIMITS}.
+   */
+  limits?: ConnectionLimits;
+  /** api.listen.max_connection_age, split as GitLab's kas does (see {@link grpcConnectionAge}). Default 2 h. */
+  maxConnectionAgeMs?: number;
+}
+
+/** One HTTP/2 connection to the API, for the guard to tell it that a call on it was authenticated. */
+interface ApiConnection {
+  authenticated(): void;
+}
+
+/**
+ * GitLab's kas split of `max_connection_age`: gRPC's own age (which adds +-10 % jitter) is 20 % of
+ * it, the grace for calls in flight after GOAWAY 65 %, so a long call started late still ends
+ * before a load balancer's limit of the whole age would cut it.
+ */
+export function grpcConnectionAge(maxConnectionAgeMs: number): { ageMs: number; graceMs: number } {
+  return { ageMs: Math.round(maxConnectionAgeMs * 0.2), graceMs: Math.round(maxConnectionAgeMs * 0.65) };
 }
 
 export interface GitLabRpcServer extends GitLabRpc {
@@ -62,7 +90,11 @@ export function createGitLabRpcServer(options: GitLabRpcServerOptions): GitLabRp
           onReceiveMetadata: (metadata, nextMetadata) => {
             if (healthCheck) return nextMetadata(metadata);
             verify(bearerToken(metadata)).then(
-              () => nextMetadata(metadata),
+              () => {
+                // The connection has carried an authenticated call: the unauthenticated deadline is off.
+                streams.peerOf({ metadata })?.authenticated();
+                nextMetadata(metadata);
+              },
               (err: unknown) => {
                 const details = err instanceof ApiAuthError ? err.message : "cannot check the JWT";
                 log.info({ front: "api", route, reason: details }, "gRPC call refused");
@@ -83,8 +115,19 @@ export function createGitLabRpcServer(options: GitLabRpcServerOptions): GitLabRp
     return guarded;
   };
 
-  const server = new grpc.Server({ interceptors: [guard] });
-  const streams = createGrpcStreamServer(server);
+  const limits = options.limits ?? DEFAULT_CONNECTION_LIMITS;
+  const age = grpcConnectionAge(options.maxConnectionAgeMs ?? 2 * 60 * 60 * 1000);
+  const server = new grpc.Server({
+    interceptors: [guard],
+    "grpc.max_connection_idle_ms": limits.idleTimeoutMs,
+    "grpc.max_connection_age_ms": age.ageMs,
+    "grpc.max_connection_age_grace_ms": age.graceMs,
+    "grpc.max_concurrent_streams": limits.maxStreamsPerConnection,
+    // GitLab's kas: pings every 50 s, below a load balancer's usual 60 s idle cut.
+    "grpc.keepalive_time_ms": 50_000,
+  });
+  const streams = createGrpcStreamServer<ApiConnection>(server);
+  const report = limitReporter("api", log, options.metrics);
   const addService: GitLabRpc["addService"] = (service, implementation, protoFile) => {
     const paths = Object.values(service).map((m) => m.path);
     const name = /^\/([^/]+)\//.exec(paths[0] ?? "")?.[1];
@@ -111,7 +154,10 @@ export function createGitLabRpcServer(options: GitLabRpcServerOptions): GitLabRp
   return {
     addService,
     connections: {
-      serve: (socket) => streams.inject(socket),
+      serve(socket) {
+        closeHalfClosed(socket);
+        streams.inject(socket, closeUnlessAuthenticated(socket, limits.unauthenticatedTimeoutMs, report));
+      },
       async close(graceMs) {
         clearInterval(timer);
         await streams.close(graceMs);

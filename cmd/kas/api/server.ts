@@ -2,6 +2,7 @@ import type { IncomingMessage } from "node:http";
 import type { ApiRoute, ApiRoutes } from "../../../modules/runtime/index.ts";
 import type { ListenConfig } from "../../common/config/values.ts";
 import {
+  type ConnectionLimits,
   type GuardLog,
   type Http2Connections,
   HttpError,
@@ -41,6 +42,8 @@ export interface ApiServerOptions {
   log?: GuardLog;
   /** gRPC on the same port: where HTTP/2 connections go (`GitLabRpcServer.connections`). */
   grpc?: Http2Connections;
+  /** Default `DEFAULT_CONNECTION_LIMITS`. */
+  limits?: ConnectionLimits;
 }
 
 /**
@@ -78,5 +81,6 @@ export async function serveApi(options: ApiServerOptions): Promise<HttpListener>
     handler: async (req, res) => (await route(req, false)).handle(req, res),
     onUpgrade: async (req, socket, head) => (await route(req, true)).upgrade!(req, socket, head),
     ...(options.grpc && { http2: options.grpc }),
+    ...(options.limits && { limits: options.limits }),
   });
 }

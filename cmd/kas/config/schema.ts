@@ -29,6 +29,7 @@ import {
 } from "../../common/config/values.ts";
 import { dashboardKasSection } from "../dashboard/config.ts";
 import { gitalyKasSection } from "../repositories/config.ts";
+import { connectionLimitsKasSection } from "./connection-limits.ts";
 
 const gitlab = z.object({
   address: setting((v) => parseUrl(v, ["http", "https"]), {
@@ -84,6 +85,12 @@ const agent = z.object({
         default: 100,
         doc: "Tunnels one agent token may hold open at once, every kas replica together through Redis (each replica on its own without Redis, or while Redis is unreachable). Each agentk replica holds one, two while it moves to another kas replica. Past it: HTTP 429 with Retry-After: 30.",
       }),
+      // Its own cap, above connection_limits.max_connections: a replica is built to hold 20,000
+      // agents, and each holds two tunnels for a moment when it moves (make-before-break).
+      maxConnections: countSetting({
+        default: 40000,
+        doc: "Connections open at once on the agent listener (tunnels and handshakes); past it, new ones are closed as they arrive. Keep it below the process's open-files limit.",
+      }),
     },
   ),
   dialTimeoutMs: durationSetting({
@@ -113,6 +120,10 @@ const api = z.object({
     {
       authenticationSecretFile: fileSetting({
         doc: "Secret (32 bytes, base64) of the JWTs GitLab presents to the API.",
+      }),
+      maxConnectionAgeMs: durationSetting({
+        default: "2h",
+        doc: "gRPC connections from GitLab are renewed about this often: GOAWAY after 20 % of it (+-10 %), calls in flight then get 65 % of it to finish (GitLab kas's split), so renewals stay below a load balancer's limit of this age.",
       }),
     },
   ),
@@ -188,6 +199,7 @@ const kasSchema = z.object({
   }),
   actionCable: actionCableKasSection,
   dashboard: dashboardKasSection,
+  connectionLimits: connectionLimitsKasSection,
   shutdownGracePeriodMs: durationSetting({
     default: "30s",
     doc: "On SIGTERM: how long in-flight requests and tunnel streams get to finish before they are cut.",

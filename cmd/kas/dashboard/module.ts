@@ -6,6 +6,7 @@ import type { ViewsHub } from "../../../modules/cluster_views/views.ts";
 import type { KasModuleFactory } from "../../../modules/runtime/index.ts";
 import { listenerModule, Phase } from "../../../modules/runtime/index.ts";
 import { ConfigError } from "../../common/config/errors.ts";
+import type { ConnectionLimits } from "../../common/http/index.ts";
 import { loadDashboardAssets } from "./assets.ts";
 import type { DashboardKasConfig } from "./config.ts";
 import { RedisRevocations } from "./redis-revocations.ts";
@@ -16,6 +17,8 @@ export function dashboardModule(
   config: DashboardKasConfig,
   hubOf: () => ViewsHub | undefined,
   tuning?: { heartbeatMs?: number },
+  /** kas's connection_limits, for the dashboard's listener. */
+  limits?: ConnectionLimits,
 ): KasModuleFactory {
   return listenerModule("dashboard", Phase.front, "dashboard", async (deps) => {
     const { log, registry, requests } = deps;
@@ -54,6 +57,7 @@ export function dashboardModule(
       ...(tuning?.heartbeatMs !== undefined && { heartbeatMs: tuning.heartbeatMs }),
       log,
       metrics: requests,
+      ...(limits && { limits }),
       onStreams: (n) => streams.set(n),
       onDrop: (reason) => drops.inc({ reason: reason === "too slow" ? reason : "hub" }),
     }).catch((err: unknown) => {

@@ -7,6 +7,7 @@ import { serveEvents } from "../../../modules/cluster_views/kas/sse.ts";
 import type { ViewsHub } from "../../../modules/cluster_views/views.ts";
 import type { ListenConfig } from "../../common/config/values.ts";
 import {
+  type ConnectionLimits,
   type EventStream,
   type GuardLog,
   HttpError,
@@ -52,6 +53,8 @@ export interface DashboardServerOptions {
   onStreams?: (open: number) => void;
   /** Told of each stream cut for being too slow, or by the hub. */
   onDrop?: (reason: string) => void;
+  /** Header, body (the login form's included) and idle deadlines, connection cap. Default `DEFAULT_CONNECTION_LIMITS`. */
+  limits?: ConnectionLimits;
 }
 
 export interface DashboardServer {
@@ -168,6 +171,7 @@ export async function serveDashboard(o: DashboardServerOptions): Promise<Dashboa
       return ROUTES.includes(pathname) ? pathname : "unknown";
     },
     handler,
+    ...(o.limits && { limits: o.limits }),
   });
 
   return {

@@ -1,5 +1,6 @@
 import { Gauge, type Registry } from "prom-client";
 import { type RedisConnectionOptions, Router, type RouterOptions } from "../../../lib/router/index.ts";
+import { type LimitCounter, limitReporter } from "../../common/http/index.ts";
 import type { KasConfig, KasSecrets } from "../config/index.ts";
 import type { ReadinessChecks } from "../observability/index.ts";
 
@@ -9,7 +10,9 @@ export interface KasRouterOptions {
   readiness?: ReadinessChecks;
   /** Where `kas_redis_connected` goes (clustered only). */
   registry?: Registry;
-  log?: { warn(obj: object, msg: string): void };
+  log?: { warn(obj: object, msg: string): void; debug(obj: object, msg: string): void };
+  /** Where the private API's connections closed for a limit are counted. */
+  limitCounter?: LimitCounter;
   /** Overrides for tests (Redis timings). */
   redisOverrides?: Partial<NonNullable<RouterOptions["redis"]>>;
 }
@@ -51,6 +54,13 @@ export async function createKasRouter(options: KasRouterOptions): Promise<Router
         advertiseUrl: toWebSocketUrl(config.privateApi.ownUrl),
       }),
       auth: { secret: secrets.privateApiSecret },
+      limits: {
+        // The private API's header deadline: a peer's handshake is a local JWT check, no GitLab call.
+        handshakeTimeoutMs: config.connectionLimits.headerTimeoutMs,
+        maxConnections: config.connectionLimits.maxConnections,
+        maxStreamsPerConnection: config.connectionLimits.maxStreamsPerConnection,
+        onLimit: limitReporter("private_api", log, options.limitCounter),
+      },
     },
     redis: {
       ...redis,

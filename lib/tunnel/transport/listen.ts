@@ -21,6 +21,12 @@ export interface ListenOptions<I> extends AcceptorOptions<I> {
   tls?: { cert: string | Buffer; key: string | Buffer; ca?: string | Buffer | Array<string | Buffer> };
   /** Largest request header block, HTTP/1.1 and HTTP/2. Default 16 KiB (Node's). */
   maxHeaderSize?: number;
+  /** Connections open at once; past it, new ones are closed as they arrive. Default 10000. */
+  maxConnections?: number;
+  /** HTTP/2: streams open at once on one connection (SETTINGS_MAX_CONCURRENT_STREAMS). Default 100. */
+  maxStreamsPerConnection?: number;
+  /** Told each time a connection is closed for a limit ("max connections", "no tunnel"). */
+  onLimit?: (limit: string) => void;
 }
 
 export interface TunnelListener<I> {
@@ -47,7 +53,9 @@ export async function listen<I = undefined>(options: ListenOptions<I>): Promise<
     enableConnectProtocol: true,
     maxHeaderListSize: maxHeaderSize,
     initialWindowSize: H2_WINDOW_SIZE,
+    maxConcurrentStreams: positive("maxStreamsPerConnection", options.maxStreamsPerConnection, 100),
   };
+  const { onLimit } = options;
 
   let server: Server;
   if (options.tls) {
@@ -64,7 +72,7 @@ export async function listen<I = undefined>(options: ListenOptions<I>): Promise<
     });
     disarmOnUpgrade(secure);
     acceptor.attach(secure, { exclusive: true });
-    setUpSessions(secure, handshakeTimeoutMs);
+    setUpSessions(secure, handshakeTimeoutMs, onLimit);
     server = secure;
   } else {
     const h1 = http.createServer({ maxHeaderSize, keepAliveTimeout: handshakeTimeoutMs });
@@ -73,9 +81,12 @@ export async function listen<I = undefined>(options: ListenOptions<I>): Promise<
     const h2 = http2.createServer({ settings: h2Settings });
     acceptor.attach(h1, { exclusive: true });
     acceptor.attach(h2, { exclusive: true });
-    setUpSessions(h2, handshakeTimeoutMs);
+    setUpSessions(h2, handshakeTimeoutMs, onLimit);
     server = createSniffingServer({ h1, h2, timeoutMs: handshakeTimeoutMs });
   }
+
+  server.maxConnections = positive("maxConnections", options.maxConnections, 10_000);
+  server.on("drop", () => onLimit?.("max connections"));
 
   const sockets = new Set<Socket>();
   server.on("connection", (socket: Socket) => {
@@ -125,13 +136,44 @@ function disarmOnUpgrade(server: NodeJS.EventEmitter): void {
 
 /**
  * Sizes each HTTP/2 connection's receive window like its streams' and closes a connection that
- * opens no stream within the handshake timeout.
+ * carries no tunnel: checked every handshake timeout, one without an open tunnel is closed unless
+ * a handshake is still in progress on it, and even then once it has gone twice the handshake
+ * timeout without one. So neither an idle connection, nor one whose handshakes were refused (or
+ * whose requests were for something else), nor one whose tunnel has ended, is held open.
  */
-function setUpSessions(server: http2.Http2Server | http2.Http2SecureServer, timeoutMs: number): void {
+function setUpSessions(
+  server: http2.Http2Server | http2.Http2SecureServer,
+  timeoutMs: number,
+  onLimit: ((limit: string) => void) | undefined,
+): void {
   server.on("session", (session: http2.ServerHttp2Session) => {
     session.setLocalWindowSize(H2_WINDOW_SIZE);
-    const timer = setTimeout(() => session.destroy(), timeoutMs);
-    session.once("stream", () => clearTimeout(timer));
+    const streams = new Set<http2.ServerHttp2Stream>();
+    session.on("stream", (stream: http2.ServerHttp2Stream) => {
+      streams.add(stream);
+      stream.once("close", () => streams.delete(stream));
+    });
+    /** When the connection last carried a tunnel (or opened). */
+    let since = Date.now();
+    const check = () => {
+      let pending = false;
+      for (const stream of streams) {
+        // A tunnel is a stream answered 200 (the accepted handshake); refusals are 4xx/5xx.
+        if (stream.sentHeaders?.[":status"] === 200) {
+          since = Date.now();
+          timer.refresh();
+          return;
+        }
+        if (!stream.headersSent) pending = true;
+      }
+      if (pending && Date.now() - since < 2 * timeoutMs) {
+        timer.refresh();
+        return;
+      }
+      onLimit?.("no tunnel");
+      session.destroy();
+    };
+    const timer = setTimeout(check, timeoutMs);
     session.once("close", () => clearTimeout(timer));
   });
 }

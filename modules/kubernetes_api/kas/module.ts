@@ -33,7 +33,7 @@ export function kubernetesApiModule(
     "kubernetes_api",
     Phase.front,
     "kubernetesApi",
-    async ({ log, requests, agentHttp, configurations }) => {
+    async ({ log, requests, agentHttp, configurations, connectionLimits }) => {
       const tls = await proxyTls(config, dataDir);
       if (tls.caFile)
         log.info({ caFile: tls.caFile }, "Kubernetes API proxy: TLS with kas's own certificate");
@@ -45,6 +45,7 @@ export function kubernetesApiModule(
         metrics: requests,
         ...(access.cors && { cors: access.cors }),
         log,
+        limits: connectionLimits,
       });
       return listening;
     },

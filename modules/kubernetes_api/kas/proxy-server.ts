@@ -4,6 +4,7 @@ import type { ListenConfig } from "../../../cmd/common/config/values.ts";
 import {
   type AgentHttpProxy,
   ClientGoneError,
+  type ConnectionLimits,
   describeProxyError,
   type ErrorRenderer,
   type ForwardOptions,
@@ -33,6 +34,8 @@ export interface KubernetesProxyOptions {
   /** Which browser origins may call (GitLab's external URL); none without it. */
   cors?: CorsPolicy;
   log?: GuardLog & { warn(obj: object, msg: string): void };
+  /** Default `DEFAULT_CONNECTION_LIMITS`. */
+  limits?: ConnectionLimits;
 }
 
 const ROUTE = "kubernetes_api";
@@ -143,6 +146,7 @@ export async function serveKubernetesProxy(options: KubernetesProxyOptions): Pro
     renderError: renderStatus,
     handler: handle,
     onUpgrade: upgrade,
+    ...(options.limits && { limits: options.limits }),
   });
 }
 

@@ -44,6 +44,7 @@ describe("kas configuration", () => {
           handshakeTimeoutMs: 10_000,
           connectionsPerTokenPerMinute: 600,
           maxTunnelsPerToken: 100,
+          maxConnections: 40_000,
         },
         dialTimeoutMs: 5000,
         staticTokensFile: "/etc/kas/tokens.yaml",
@@ -79,7 +80,7 @@ describe("kas configuration", () => {
         readinessProbe: { urlPath: "/readiness" },
         logging: { level: "info" },
       },
-      api: { listen: { address: { host: "127.0.0.1", port: 8153 } } },
+      api: { listen: { address: { host: "127.0.0.1", port: 8153 }, maxConnectionAgeMs: 7_200_000 } },
       privateApi: { listen: { address: { host: "127.0.0.1", port: 8155 } } },
       redis: {
         server: {},
@@ -91,6 +92,14 @@ describe("kas configuration", () => {
       },
       actionCable: { maxPending: 1000 },
       dashboard: { listen: {}, sessionTtlMs: 43_200_000, sessionGeneration: 1 },
+      connectionLimits: {
+        headerTimeoutMs: 10_000,
+        bodyTimeoutMs: 60_000,
+        idleTimeoutMs: 60_000,
+        maxConnections: 10_000,
+        maxStreamsPerConnection: 100,
+        unauthenticatedTimeoutMs: 30_000,
+      },
       shutdownGracePeriodMs: 30_000,
       shutdownDrainDelayMs: 5000,
     });
