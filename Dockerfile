@@ -18,6 +18,7 @@ RUN npm install --no-save --no-package-lock --no-audit --no-fund --loglevel=erro
 COPY package.json tsconfig.json tsconfig.build.json ./
 COPY proto/gen proto/gen
 COPY lib lib
+COPY tool tool
 COPY modules modules
 COPY cmd cmd
 COPY scripts/build-dashboard.ts scripts/

@@ -16,13 +16,13 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { createLogger } from "../../cmd/common/observability/index.ts";
-import type { AgentConfiguration } from "../../modules/agent_configuration/schema/index.ts";
+import type { AgentConfiguration } from "../../modules/agentcfg/index.ts";
 import { gitlabJwt, OTHER_TOKEN, THIRD_TOKEN, TOKEN } from "../../test/kas/support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "../../test/kas/support/in-process.ts";
 import { type InProcessAgentk, startInProcessAgentk } from "../../test/support/agentk-in-process.ts";
 import { GitRepo } from "../../test/support/git-repo.ts";
 import { RedisServer } from "../../test/support/redis-server.ts";
+import { createLogger } from "../../tool/observability/index.ts";
 
 export interface PushOptions {
   /** Rounds per path. */

@@ -120,7 +120,7 @@ async function gitalyCounts(): Promise<Counts> {
 const clock = new VirtualClock(Date.now() + 86_400_000); // ahead of real time: no deadline is ever in the past
 clock.install();
 const { Registry } = await import("prom-client");
-const { createLogger } = await import("../../cmd/common/observability/index.ts");
+const { createLogger } = await import("../../tool/observability/index.ts");
 const { GitalyRepositories } = await import("../../cmd/kas/repositories/gitaly/index.ts");
 const { RateLimitedRepositories } = await import("../../cmd/kas/repositories/rate-limited.ts");
 const { createConfigurationMetrics } = await import("../../modules/agent_configuration/kas/metrics.ts");

@@ -19,13 +19,13 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { KubeConfig, KubernetesObjectApi, PatchStrategy } from "@kubernetes/client-node";
 import { stringify } from "yaml";
-import { createLogger } from "../../cmd/common/observability/index.ts";
 import { gitlabJwt, TOKEN } from "../../test/kas/support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "../../test/kas/support/in-process.ts";
 import { kubeConfigFor } from "../../test/modules/gitops/agentk/helpers.ts";
 import { type InProcessAgentk, startInProcessAgentk } from "../../test/support/agentk-in-process.ts";
 import { GitRepo } from "../../test/support/git-repo.ts";
 import { type KubeApiServer, startKubeApiServer } from "../../test/support/kube-apiserver.ts";
+import { createLogger } from "../../tool/observability/index.ts";
 
 export interface GitopsBenchOptions {
   sizes: number[];

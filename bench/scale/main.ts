@@ -12,7 +12,7 @@ import { createRequire } from "node:module";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { AGENTK_KEEPALIVE_DEFAULT } from "../../cmd/agentk/config/index.ts";
-import { parseDuration } from "../../cmd/common/config/values.ts";
+import { parseDuration } from "../../tool/config/values.ts";
 import { markdownTable, round } from "../lib/stats.ts";
 import { selfTime } from "./cpu-summary.ts";
 import { growthPerAgent } from "./heap-summary.ts";

@@ -16,7 +16,6 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import { KubeConfig, Watch } from "@kubernetes/client-node";
 import { EventSource } from "eventsource";
-import { createLogger } from "../../cmd/common/observability/index.ts";
 import type { AgentViews, ViewEvent } from "../../modules/cluster_views/views.ts";
 import { gitlabJwt, TOKEN } from "../../test/kas/support/fixtures.ts";
 import { type KasProcess, portsEnv, spawnKas } from "../../test/kas/support/kas-process.ts";
@@ -24,6 +23,7 @@ import { startInProcessAgentk } from "../../test/support/agentk-in-process.ts";
 import { GitRepo } from "../../test/support/git-repo.ts";
 import { startKubeApiServer } from "../../test/support/kube-apiserver.ts";
 import { RedisServer } from "../../test/support/redis-server.ts";
+import { createLogger } from "../../tool/observability/index.ts";
 import { markdownTable, percentile, round } from "../lib/stats.ts";
 import { cpuSeconds, rssKiB } from "../scale/proc.ts";
 

@@ -27,15 +27,15 @@ import {
   ModuleRunner,
   Phase,
 } from "../../modules/runtime/index.ts";
+import type { LeaseElector } from "../../modules/runtime/lease-elector.ts";
 import { serviceProxyAgentModule } from "../../modules/service_proxy/agentk/module.ts";
-import { POD_NAME_HEADER, POD_NAMESPACE_HEADER } from "../common/agent-headers.ts";
+import { POD_NAME_HEADER, POD_NAMESPACE_HEADER } from "../../tool/agent-headers.ts";
 import type { AgentkConfig } from "./config/index.ts";
 import { createHttpServiceStreams } from "./http-services.ts";
-import { createLeaseElector } from "./leader/from-config.ts";
-import type { LeaseElector } from "./leader/lease-elector.ts";
+import { createLeaseElector } from "./leader.ts";
 import type { AgentkMetrics, Logger, ReadinessChecks } from "./observability/index.ts";
 
-export { POD_NAME_HEADER, POD_NAMESPACE_HEADER } from "../common/agent-headers.ts";
+export { POD_NAME_HEADER, POD_NAMESPACE_HEADER } from "../../tool/agent-headers.ts";
 
 /** GitOps timings a test may shorten. */
 export type GitopsTuning = Pick<GitopsAgentOptions, "driftIntervalMs" | "pollIntervalMs" | "backoff">;

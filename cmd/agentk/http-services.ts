@@ -11,7 +11,7 @@ import {
   serveHttp,
 } from "../../lib/tunnel/index.ts";
 import type { HttpServices } from "../../modules/runtime/index.ts";
-import type { Forwarder } from "../common/http/index.ts";
+import type { Forwarder } from "../../tool/http/proxy/index.ts";
 import type { AgentkMetrics, Logger } from "./observability/index.ts";
 
 export interface HttpServiceStreams<Ctx> extends HttpServices {

@@ -3,8 +3,8 @@
 import { realpathSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 import { ModuleCloseError } from "../../modules/runtime/index.ts";
-import { ConfigError } from "../common/config/errors.ts";
-import { installProcessErrorPolicy } from "../common/process-errors.ts";
+import { ConfigError } from "../../tool/config/errors.ts";
+import { installProcessErrorPolicy } from "../../tool/process-errors.ts";
 import { createAgent } from "./agent.ts";
 import { type AgentkConfig, agentkHelp, loadAgentkConfig } from "./config/index.ts";
 import { createAgentkMetrics, createLogger, ReadinessChecks } from "./observability/index.ts";

@@ -3,7 +3,7 @@
 import { type Authenticate, Kind } from "../../lib/tunnel/index.ts";
 import type { AgentIdentity, KasModuleFactory } from "../../modules/runtime/index.ts";
 import { Phase } from "../../modules/runtime/index.ts";
-import type { HttpListener } from "../common/http/index.ts";
+import type { HttpListener } from "../../tool/http/serve/index.ts";
 import type { AgentRpcServer } from "./agent-rpc.ts";
 import { type AgentListener, type AgentListenerOptions, serveAgents } from "./agents/index.ts";
 import { type ApiRouteTable, type GitLabRpcServer, serveApi } from "./api/index.ts";

@@ -2,7 +2,7 @@
 // kas, the agent server, as a process: arguments, configuration, signals. server.ts composes the modules.
 import { realpathSync } from "node:fs";
 import { pathToFileURL } from "node:url";
-import { installProcessErrorPolicy } from "../common/process-errors.ts";
+import { installProcessErrorPolicy } from "../../tool/process-errors.ts";
 import { ConfigError, kasHelp, loadKasConfig, parseKasArgs, readKasSecrets } from "./config/index.ts";
 import { kubeconfigMain } from "./kubeconfig.ts";
 import { createLogger } from "./observability/index.ts";

@@ -22,7 +22,7 @@ import type {
 } from "../../modules/runtime/index.ts";
 import { AgentConfigurations, ModuleRunner } from "../../modules/runtime/index.ts";
 import { serviceProxyModule } from "../../modules/service_proxy/kas/module.ts";
-import { AgentHttpProxy } from "../common/http/index.ts";
+import { AgentHttpProxy } from "../../tool/http/proxy/index.ts";
 import { createAgentRpcServer } from "./agent-rpc.ts";
 import type { AgentListener } from "./agents/index.ts";
 import { TunnelAdmission } from "./agents/limits/index.ts";

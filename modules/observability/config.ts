@@ -1,8 +1,8 @@
 // Observability's settings: kas's section of its configuration file, and agentk's flags.
 import { z } from "zod";
-import { flag } from "../../cmd/common/config/flags.ts";
-import { addressSetting, logLevelSetting, urlPathSetting } from "../../cmd/common/config/kinds.ts";
-import { parseListenAddress, parseLogLevel } from "../../cmd/common/config/values.ts";
+import { flag } from "../../tool/config/flags.ts";
+import { addressSetting, logLevelSetting, urlPathSetting } from "../../tool/config/kinds.ts";
+import { parseListenAddress, parseLogLevel } from "../../tool/config/values.ts";
 
 export const observabilityKasSection = z.object({
   listen: z.object({ address: addressSetting({ default: "127.0.0.1:8151", doc: "Metrics and probes." }) }),

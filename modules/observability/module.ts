@@ -1,13 +1,9 @@
 // Observability, the same in both daemons: Prometheus metrics and the liveness and readiness
 // probes on their own listener, up before every other module and down after them.
 import type { Registry } from "prom-client";
-import type { ListenAddress } from "../../cmd/common/config/values.ts";
-import type { ConnectionLimits } from "../../cmd/common/http/index.ts";
-import {
-  type Logger,
-  type ReadinessChecks,
-  serveObservability,
-} from "../../cmd/common/observability/index.ts";
+import type { ListenAddress } from "../../tool/config/values.ts";
+import type { ConnectionLimits } from "../../tool/http/serve/index.ts";
+import { type Logger, type ReadinessChecks, serveObservability } from "../../tool/observability/index.ts";
 import { listenerModule, type ModuleFactory, Phase } from "../runtime/index.ts";
 
 export interface ObservabilityConfig {

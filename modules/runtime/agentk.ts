@@ -2,10 +2,10 @@
 import type { EventEmitter } from "node:events";
 import type * as grpc from "@grpc/grpc-js";
 import type { Registry } from "prom-client";
-import type { Forwarder } from "../../cmd/common/http/index.ts";
-import type { Logger, ReadinessChecks, RequestMetrics } from "../../cmd/common/observability/index.ts";
 import type { TunnelClient } from "../../lib/tunnel/index.ts";
-import type { AgentConfiguration } from "../agent_configuration/schema/index.ts";
+import type { Forwarder } from "../../tool/http/proxy/index.ts";
+import type { Logger, ReadinessChecks, RequestMetrics } from "../../tool/observability/index.ts";
+import type { AgentConfiguration } from "../agentcfg/index.ts";
 import type { LatestValue } from "./latest.ts";
 import type { ModuleFactory } from "./module.ts";
 
@@ -26,7 +26,7 @@ export interface LeaderElection extends EventEmitter<{ elected: []; lost: [] }> 
 }
 
 /** The agent's configuration as kas sends it: the validated .gitlab/agents/<name>/config.yaml. */
-export type { AgentConfiguration } from "../agent_configuration/schema/index.ts";
+export type { AgentConfiguration } from "../agentcfg/index.ts";
 
 /** What every agentk module is built from. */
 export interface AgentkModuleDeps {

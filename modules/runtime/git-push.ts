@@ -1,7 +1,7 @@
 // Git push notifications between kas replicas: GitLab tells one replica that a project was pushed
 // to; every module that polls Git hears it on every replica and polls that project at once.
 import { z } from "zod";
-import type { Logger } from "../../cmd/common/observability/index.ts";
+import type { Logger } from "../../tool/observability/index.ts";
 import type { Broadcast } from "./kas.ts";
 
 const GIT_PUSH_CHANNEL = "git_push";

@@ -1,4 +1,6 @@
 // The module seam: what a module is, how the daemons run them, and what each daemon gives them.
+
+export type { AgentInfo, GitalyInfo, GitalyRepository } from "./agent-info.ts";
 export type {
   AgentConfiguration,
   AgentkModuleDeps,
@@ -11,14 +13,11 @@ export { announceGitPush, onGitPush, type PushedProject, publishGitPush } from "
 export { KUBERNETES_SERVICE } from "./http-services.ts";
 export type {
   AgentIdentity,
-  AgentInfo,
   AgentRpc,
   AgentSession,
   ApiRoute,
   ApiRoutes,
   Broadcast,
-  GitalyInfo,
-  GitalyRepository,
   GitLabRpc,
   KasModuleDeps,
   KasModuleFactory,

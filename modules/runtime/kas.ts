@@ -6,45 +6,16 @@ import type { Duplex } from "node:stream";
 import type * as grpc from "@grpc/grpc-js";
 import type { Redis } from "ioredis";
 import type { Registry } from "prom-client";
-import type { AgentToken } from "../../cmd/common/agent-token.ts";
-import type { AgentHttpProxy, ConnectionLimits } from "../../cmd/common/http/index.ts";
-import type { Logger, ReadinessChecks, RequestMetrics } from "../../cmd/common/observability/index.ts";
 import type { Router } from "../../lib/router/index.ts";
 import type { StreamDispatcher, TunnelSession } from "../../lib/tunnel/index.ts";
+import type { AgentToken } from "../../tool/agent-token.ts";
+import type { AgentHttpProxy } from "../../tool/http/proxy/index.ts";
+import type { ConnectionLimits } from "../../tool/http/serve/index.ts";
+import type { Logger, ReadinessChecks, RequestMetrics } from "../../tool/observability/index.ts";
+import type { AgentInfo } from "./agent-info.ts";
 import type { AgentConfigurations } from "./configurations.ts";
 import type { ModuleFactory } from "./module.ts";
 import type { RepositoryLocation, RepositoryReader } from "./repositories.ts";
-
-/** Where the agent's project lives in Gitaly, as GitLab's `agent_info` reports it. */
-export interface GitalyInfo {
-  address: string;
-  /** A secret: never log it. */
-  token?: string;
-  features: Record<string, string>;
-}
-
-export interface GitalyRepository {
-  storageName: string;
-  relativePath: string;
-  glRepository: string;
-  glProjectPath: string;
-  gitObjectDirectory?: string;
-  gitAlternateObjectDirectories?: string[];
-}
-
-/** Who an agent token belongs to. Ids are decimal strings (GitLab's are 64-bit). */
-export interface AgentInfo {
-  agentId: string;
-  projectId: string;
-  agentName: string;
-  defaultBranch?: string;
-  gitalyInfo?: GitalyInfo;
-  gitalyRepository?: GitalyRepository;
-  /** Without GitLab: the agent's configuration project as a git repository on kas's disk (static tokens file). */
-  localRepository?: string;
-  /** Without GitLab: the manifest projects the agent may read, full path -> git repository on kas's disk. */
-  localManifestProjects?: Readonly<Record<string, string>>;
-}
 
 /** What kas knows about the agent at the other end of a tunnel (`session.identity`). */
 export interface AgentIdentity extends AgentInfo {

@@ -1,7 +1,7 @@
 // How kas modules read Git: one interface, two backends (Gitaly over gRPC as GitLab runs it, and
 // plain repositories on local disk, the embedded default). Agent configuration and GitOps read
 // through it; neither knows which backend answers.
-import type { AgentInfo, GitalyInfo, GitalyRepository } from "./kas.ts";
+import type { AgentInfo, GitalyInfo, GitalyRepository } from "./agent-info.ts";
 
 /** Where a project's repository is: on a Gitaly server (from GitLab's `agent_info`), or on local disk. */
 export type RepositoryLocation =

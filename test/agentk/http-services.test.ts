@@ -4,8 +4,8 @@ import { Duplex } from "node:stream";
 import { expect, test } from "vitest";
 import { createHttpServiceStreams } from "../../cmd/agentk/http-services.ts";
 import { createAgentkMetrics, createLogger } from "../../cmd/agentk/observability/index.ts";
-import { createForwarder } from "../../cmd/common/http/index.ts";
 import { encodeHeaderFrame, Kind } from "../../lib/tunnel/header/index.ts";
+import { createForwarder } from "../../tool/http/proxy/index.ts";
 
 test("a handler that fails on an accepted stream is logged with its service and counted", async () => {
   const lines: Record<string, unknown>[] = [];

@@ -3,10 +3,10 @@
 // is not cut by them; past the connection cap, connections are refused.
 import { fetch } from "undici";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import type { ConnectionLimits } from "../../cmd/common/http/index.ts";
 import { bundleDashboard } from "../../cmd/kas/dashboard/assets.ts";
 import { type DashboardServer, serveDashboard } from "../../cmd/kas/dashboard/server.ts";
 import { cookieOf, SESSION_COOKIE } from "../../cmd/kas/dashboard/session.ts";
+import type { ConnectionLimits } from "../../tool/http/serve/index.ts";
 import { type InProcessKas, startInProcessKas } from "../kas/support/in-process.ts";
 import {
   CLOSE_MS,

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLogger } from "../../cmd/common/observability/index.ts";
+import { createLogger } from "../../tool/observability/index.ts";
 import { AGENT_ID, gitlabJwt, TOKEN } from "../kas/support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "../kas/support/in-process.ts";
 import { type InProcessAgentk, startInProcessAgentk } from "../support/agentk-in-process.ts";

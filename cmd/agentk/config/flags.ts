@@ -4,8 +4,8 @@ import { z } from "zod";
 import { kubernetesApiAgentkFlags } from "../../../modules/kubernetes_api/agentk/kube-config-source.ts";
 import { observabilityAgentkFlags } from "../../../modules/observability/config.ts";
 import { serviceProxyAgentkFlags } from "../../../modules/service_proxy/agentk/allowed-services.ts";
-import { flag, flagsHelp } from "../../common/config/flags.ts";
-import { parseBool, parseDuration, parseString, parseUrl, ValueError } from "../../common/config/values.ts";
+import { flag, flagsHelp } from "../../../tool/config/flags.ts";
+import { parseBool, parseDuration, parseString, parseUrl, ValueError } from "../../../tool/config/values.ts";
 
 function parseKasAddress(raw: unknown): string {
   if (typeof raw === "string" && /^grpcs?:\/\//i.test(raw)) {

@@ -10,11 +10,11 @@ import {
   parseServiceSpec,
   readServicesFile,
 } from "../../../modules/service_proxy/agentk/allowed-services.ts";
-import type { AgentToken } from "../../common/agent-token.ts";
-import { ConfigError, type ConfigIssue } from "../../common/config/errors.ts";
-import { readFlags } from "../../common/config/flags.ts";
-import type { ListenAddress, LogLevel } from "../../common/config/values.ts";
-import { ValueError } from "../../common/config/values.ts";
+import type { AgentToken } from "../../../tool/agent-token.ts";
+import { ConfigError, type ConfigIssue } from "../../../tool/config/errors.ts";
+import { readFlags } from "../../../tool/config/flags.ts";
+import type { ListenAddress, LogLevel } from "../../../tool/config/values.ts";
+import { ValueError } from "../../../tool/config/values.ts";
 import { type AgentkFlags, agentkFlags } from "./flags.ts";
 import { parseKasHeaders } from "./headers.ts";
 import { readToken } from "./token.ts";

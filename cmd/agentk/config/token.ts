@@ -1,5 +1,5 @@
 import { readFile } from "node:fs/promises";
-import { AgentToken } from "../../common/agent-token.ts";
+import { AgentToken } from "../../../tool/agent-token.ts";
 
 /** The agent token from --token-file (or AGENTK_TOKEN_FILE) or AGENTK_TOKEN: exactly one of them. Errors never show it. */
 export async function readToken(

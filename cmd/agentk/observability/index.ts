@@ -1,7 +1,7 @@
-// agentk's observability: the same logger, probes and metrics server as kas (cmd/common), with
+// agentk's observability: the same logger, probes and metrics server as kas (tool/), with
 // agentk's metric names.
 import { Counter, type Registry } from "prom-client";
-import { createRegistry, RequestMetrics, TunnelMetrics } from "../../common/observability/index.ts";
+import { createRegistry, RequestMetrics, TunnelMetrics } from "../../../tool/observability/index.ts";
 
 export {
   type CheckResult,
@@ -11,7 +11,7 @@ export {
   type ReadinessCheck,
   ReadinessChecks,
   serveObservability,
-} from "../../common/observability/index.ts";
+} from "../../../tool/observability/index.ts";
 
 export interface AgentkMetrics {
   registry: Registry;

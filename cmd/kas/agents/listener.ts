@@ -10,8 +10,8 @@ import {
   type TunnelServer,
 } from "../../../lib/tunnel/index.ts";
 import type { AgentIdentity, AgentSession } from "../../../modules/runtime/index.ts";
-import type { ListenConfig } from "../../common/config/values.ts";
-import { type LimitCounter, limitReporter } from "../../common/http/index.ts";
+import type { ListenConfig } from "../../../tool/config/values.ts";
+import { type LimitCounter, limitReporter } from "../../../tool/http/serve/index.ts";
 import type { TokenRecheck } from "../auth/index.ts";
 import { closeOnRevocation } from "./revocation.ts";
 

@@ -15,8 +15,8 @@ import {
   DEFAULT_CONNECTION_LIMITS,
   type Http2Connections,
   limitReporter,
-} from "../../common/http/index.ts";
-import type { Logger, ReadinessChecks, RequestMetrics } from "../../common/observability/index.ts";
+} from "../../../tool/http/serve/index.ts";
+import type { Logger, ReadinessChecks, RequestMetrics } from "../../../tool/observability/index.ts";
 import { ApiAuthError, createGitLabJwtVerifier } from "./gitlab-jwt.ts";
 
 /** Anyone may ask whether kas serves (load balancers, Kubernetes' gRPC probes): no JWT. */

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from "node:http";
 import type { ApiRoute, ApiRoutes } from "../../../modules/runtime/index.ts";
-import type { ListenConfig } from "../../common/config/values.ts";
+import type { ListenConfig } from "../../../tool/config/values.ts";
 import {
   type ConnectionLimits,
   type GuardLog,
@@ -9,8 +9,8 @@ import {
   type HttpListener,
   listenHttp,
   requestTarget,
-} from "../../common/http/index.ts";
-import type { RequestMetrics } from "../../common/observability/index.ts";
+} from "../../../tool/http/serve/index.ts";
+import type { RequestMetrics } from "../../../tool/observability/index.ts";
 import { ApiAuthError, createGitLabJwtVerifier, GITLAB_REQUEST_HEADER } from "./gitlab-jwt.ts";
 
 /** GitLab's credentials are for kas, not for what a route passes requests on to. */

@@ -1,4 +1,4 @@
-import { tokenDigest } from "../../common/agent-token.ts";
+import { tokenDigest } from "../../../tool/agent-token.ts";
 import { AnswerCache, type AnswerCacheOptions } from "./answer-cache.ts";
 import { AgentAuthError } from "./errors.ts";
 import type { AgentAuthenticator, AgentInfo, AuthenticateOptions } from "./types.ts";

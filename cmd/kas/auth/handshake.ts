@@ -1,8 +1,8 @@
 import type { HandshakeRequest } from "../../../lib/tunnel/index.ts";
 import { HandshakeRejection } from "../../../lib/tunnel/index.ts";
 import type { AgentIdentity } from "../../../modules/runtime/kas.ts";
-import { podFromHeaders } from "../../common/agent-headers.ts";
-import { AgentToken, tokenFingerprint } from "../../common/agent-token.ts";
+import { podFromHeaders } from "../../../tool/agent-headers.ts";
+import { AgentToken, tokenFingerprint } from "../../../tool/agent-token.ts";
 import { AgentAuthError, type AgentAuthErrorCode } from "./errors.ts";
 import type { AgentAuthenticator } from "./types.ts";
 

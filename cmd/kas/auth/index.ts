@@ -1,4 +1,4 @@
-export { AgentToken, tokenDigest, tokenFingerprint } from "../../common/agent-token.ts";
+export { AgentToken, tokenDigest, tokenFingerprint } from "../../../tool/agent-token.ts";
 export { parseAgentInfoResponse } from "./agent-info.ts";
 export { CachedAuthenticator, type CacheOptions } from "./cached-authenticator.ts";
 export { AgentAuthError, type AgentAuthErrorCode } from "./errors.ts";

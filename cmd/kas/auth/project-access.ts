@@ -10,7 +10,7 @@ import {
   type ProjectAccessErrorCode,
   type ProjectRepository,
 } from "../../../modules/runtime/kas.ts";
-import { tokenDigest } from "../../common/agent-token.ts";
+import { tokenDigest } from "../../../tool/agent-token.ts";
 import type { KasConfig, KasSecrets } from "../config/index.ts";
 import { parseGitalyInfo, parseGitalyRepository, Reader } from "./agent-info.ts";
 import { AnswerCache, type AnswerCacheOptions } from "./answer-cache.ts";

@@ -2,7 +2,7 @@ import { timingSafeEqual } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { isAbsolute } from "node:path";
 import { parse as parseYaml } from "yaml";
-import { tokenDigest } from "../../common/agent-token.ts";
+import { tokenDigest } from "../../../tool/agent-token.ts";
 import { AgentAuthError } from "./errors.ts";
 import type { AgentAuthenticator, AgentInfo } from "./types.ts";
 

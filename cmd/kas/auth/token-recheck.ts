@@ -1,5 +1,5 @@
 import { setMaxListeners } from "node:events";
-import { type AgentToken, tokenDigest } from "../../common/agent-token.ts";
+import { type AgentToken, tokenDigest } from "../../../tool/agent-token.ts";
 import { AgentAuthError, type AgentAuthErrorCode } from "./errors.ts";
 import type { AgentAuthenticator } from "./types.ts";
 

@@ -1,6 +1,6 @@
-import type { AgentInfo } from "../../../modules/runtime/kas.ts";
+import type { AgentInfo } from "../../../modules/runtime/index.ts";
 
-export type { AgentInfo, GitalyInfo, GitalyRepository } from "../../../modules/runtime/kas.ts";
+export type { AgentInfo, GitalyInfo, GitalyRepository } from "../../../modules/runtime/index.ts";
 
 export interface AuthenticateOptions {
   /** Stop waiting (the handshake timed out or the agent went away). */

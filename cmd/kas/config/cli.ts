@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { ConfigError } from "../../common/config/errors.ts";
+import { ConfigError } from "../../../tool/config/errors.ts";
 import { envNameOf, KAS_FIELDS } from "./schema.ts";
 
 export interface KasArgs {

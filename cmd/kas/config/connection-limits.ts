@@ -1,8 +1,8 @@
 // kas's `connection_limits` section: the limits every listener applies to its connections (see
-// cmd/common/http/connection-limits.ts and the README's "Listener limits"). One set for every
+// tool/http/serve/connection-limits.ts and the README's "Listener limits"). One set for every
 // listener: an operator tunes them together, and per-listener knobs would multiply --help by six.
 import { z } from "zod";
-import { countSetting, durationSetting } from "../../common/config/kinds.ts";
+import { countSetting, durationSetting } from "../../../tool/config/kinds.ts";
 
 export const connectionLimitsKasSection = z.object({
   headerTimeoutMs: durationSetting({

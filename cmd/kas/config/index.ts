@@ -1,5 +1,5 @@
-export { ConfigError, type ConfigIssue, formatIssue } from "../../common/config/errors.ts";
-export * from "../../common/config/values.ts";
+export { ConfigError, type ConfigIssue, formatIssue } from "../../../tool/config/errors.ts";
+export * from "../../../tool/config/values.ts";
 export { type KasArgs, kasHelp, parseKasArgs } from "./cli.ts";
 export { buildKasConfig, type LoadKasConfigOptions, loadKasConfig, parseYaml } from "./load.ts";
 export {

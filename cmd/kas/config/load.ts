@@ -1,8 +1,8 @@
 import { readFile } from "node:fs/promises";
 import { basename } from "node:path";
 import { parseDocument } from "yaml";
-import { ConfigError } from "../../common/config/errors.ts";
-import { loadSettings } from "../../common/config/load-settings.ts";
+import { ConfigError } from "../../../tool/config/errors.ts";
+import { loadSettings } from "../../../tool/config/load-settings.ts";
 import { envNameOf, type KasConfig, kasConfigSchema } from "./schema.ts";
 
 export interface LoadKasConfigOptions {

@@ -18,15 +18,15 @@ import {
   listenSection,
   stringSetting,
   tlsPair,
-} from "../../common/config/kinds.ts";
-import { type SettingLeaf, setting, settingLeaves, yamlKeyOf } from "../../common/config/settings.ts";
+} from "../../../tool/config/kinds.ts";
+import { type SettingLeaf, setting, settingLeaves, yamlKeyOf } from "../../../tool/config/settings.ts";
 import {
   type ListenAddress,
   parseEndpoint,
   parseEndpointList,
   parseNonNegativeInt,
   parseUrl,
-} from "../../common/config/values.ts";
+} from "../../../tool/config/values.ts";
 import { dashboardKasSection } from "../dashboard/config.ts";
 import { gitalyKasSection } from "../repositories/config.ts";
 import { connectionLimitsKasSection } from "./connection-limits.ts";
@@ -316,4 +316,4 @@ export function envNameOf(path: string): string {
 /** Every kas setting, with its YAML path and what `--help` says of it. */
 export const KAS_FIELDS: readonly SettingLeaf[] = settingLeaves(kasSchema);
 
-export type { ListenConfig, TlsFiles } from "../../common/config/values.ts";
+export type { ListenConfig, TlsFiles } from "../../../tool/config/values.ts";

@@ -1,5 +1,5 @@
 import { readFile } from "node:fs/promises";
-import { ConfigError, type ConfigIssue } from "../../common/config/errors.ts";
+import { ConfigError, type ConfigIssue } from "../../../tool/config/errors.ts";
 import type { KasConfig } from "./schema.ts";
 
 /** The secrets the config points at, read and checked. Never log this object. */

@@ -9,8 +9,8 @@ import {
   durationAtLeast,
   fileSetting,
   tlsPair,
-} from "../../common/config/kinds.ts";
-import type { ListenAddress } from "../../common/config/values.ts";
+} from "../../../tool/config/kinds.ts";
+import type { ListenAddress } from "../../../tool/config/values.ts";
 
 export const dashboardKasSection = z
   .object({

@@ -5,7 +5,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
 import { serveEvents } from "../../../modules/cluster_views/kas/sse.ts";
 import type { ViewsHub } from "../../../modules/cluster_views/views.ts";
-import type { ListenConfig } from "../../common/config/values.ts";
+import type { ListenConfig } from "../../../tool/config/values.ts";
 import {
   type ConnectionLimits,
   type EventStream,
@@ -14,8 +14,8 @@ import {
   type HttpListener,
   listenHttp,
   requestTarget,
-} from "../../common/http/index.ts";
-import type { RequestMetrics } from "../../common/observability/index.ts";
+} from "../../../tool/http/serve/index.ts";
+import type { RequestMetrics } from "../../../tool/observability/index.ts";
 import type { DashboardAssets } from "./assets.ts";
 import { appPage, CONTENT_SECURITY_POLICY, loginPage } from "./pages.ts";
 import { MemoryRevocations, type SessionRevocations } from "./revocations.ts";

@@ -7,7 +7,7 @@
 import { createHmac, randomUUID, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { jwtVerify, SignJWT } from "jose";
-import { HttpError } from "../../common/http/index.ts";
+import { HttpError } from "../../../tool/http/serve/index.ts";
 import type { SessionRecord, SessionRevocations } from "./revocations.ts";
 
 export const SESSION_COOKIE = "kas_dashboard_session";

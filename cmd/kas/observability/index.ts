@@ -1,3 +1,3 @@
-// kas's observability: the daemon-agnostic pieces from cmd/common, and kas's own metrics.
-export * from "../../common/observability/index.ts";
+// kas's observability: the daemon-agnostic pieces from tool/, and kas's own metrics.
+export * from "../../../tool/observability/index.ts";
 export { createKasMetrics, type KasMetrics } from "./metrics.ts";

@@ -1,7 +1,7 @@
 // kas's metrics: the shared tunnel and request metrics under "kas_", agent authentications, token
 // re-checks, failed agent streams and the per-token tunnel limits.
 import { Counter, type Registry } from "prom-client";
-import { createRegistry, RequestMetrics, TunnelMetrics } from "../../common/observability/index.ts";
+import { createRegistry, RequestMetrics, TunnelMetrics } from "../../../tool/observability/index.ts";
 
 export interface KasMetrics {
   registry: Registry;

@@ -1,7 +1,7 @@
 // kas's `gitaly` section: how hard kas may press on Gitaly (GitLab's names for the process limits;
 // the per-agent and cluster-wide limits, kept in Redis, are additions of ours).
 import { z } from "zod";
-import { countSetting, positiveNumberSetting } from "../../common/config/kinds.ts";
+import { countSetting, positiveNumberSetting } from "../../../tool/config/kinds.ts";
 
 function tokenBucket(name: string, rate: number, burst: number, what: string) {
   return z.object({

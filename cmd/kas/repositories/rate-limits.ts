@@ -3,13 +3,10 @@
 // kept: exactly in process memory, and for the limits shared through Redis with rate-limiter-flexible,
 // whose limiters count points in fixed windows.
 import { BurstyRateLimiter, type RateLimiterAbstract, RateLimiterRedis } from "rate-limiter-flexible";
+import type { PointLimiter, RateLimitSpec } from "./limiter.ts";
 import { TokenBucketLimiter } from "./token-bucket.ts";
 
-/** A token bucket: `ratePerSecond` tokens refilled per second, at most `burst` at once. */
-export interface RateLimitSpec {
-  readonly ratePerSecond: number;
-  readonly burst: number;
-}
+export type { PointLimiter, RateLimitSpec } from "./limiter.ts";
 
 /**
  * Defaults. The process ones are GitLab kas's (`refill_rate_per_second` / `bucket_size`). The Redis
@@ -60,11 +57,6 @@ export function toWindows(spec: RateLimitSpec): Windows {
     rate: { points, durationSec: w },
     ...(rest > 0 && { burst: { points: rest, durationSec: Math.max(1, Math.ceil(b / r)) } }),
   };
-}
-
-/** What the FIFO waiter needs of a limiter: rejects with a RateLimiterRes when limited, an Error when its store fails. */
-export interface PointLimiter {
-  consume(key: string): Promise<unknown>;
 }
 
 /** In process memory, or in Redis (ioredis) with a bound on each Redis call. */

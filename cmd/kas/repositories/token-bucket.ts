@@ -3,7 +3,7 @@
 // library's fixed windows (kept for the Redis limits, which must live in Redis) can let through up
 // to half as much again at full load; in process there is no reason to approximate.
 import { RateLimiterRes } from "rate-limiter-flexible";
-import type { PointLimiter, RateLimitSpec } from "./rate-limits.ts";
+import type { PointLimiter, RateLimitSpec } from "./limiter.ts";
 
 export class TokenBucketLimiter implements PointLimiter {
   readonly #buckets = new Map<string, { tokens: number; at: number }>();

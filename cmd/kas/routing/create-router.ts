@@ -1,6 +1,6 @@
 import { Gauge, type Registry } from "prom-client";
 import { type RedisConnectionOptions, Router, type RouterOptions } from "../../../lib/router/index.ts";
-import { type LimitCounter, limitReporter } from "../../common/http/index.ts";
+import { type LimitCounter, limitReporter } from "../../../tool/http/serve/index.ts";
 import type { KasConfig, KasSecrets } from "../config/index.ts";
 import type { ReadinessChecks } from "../observability/index.ts";
 

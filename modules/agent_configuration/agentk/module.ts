@@ -4,13 +4,13 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import * as grpc from "@grpc/grpc-js";
 import { Counter } from "prom-client";
-import type { LogLevel } from "../../../cmd/common/config/values.ts";
 import {
   AgentConfigurationServiceClient,
   type GetConfigurationResponse,
 } from "../../../proto/gen/agent_configuration/v1/agent_configuration.ts";
+import type { LogLevel } from "../../../tool/config/values.ts";
+import { AgentConfigurationError, deserializeAgentConfiguration } from "../../agentcfg/index.ts";
 import { type AgentkModuleFactory, Phase } from "../../runtime/index.ts";
-import { AgentConfigurationError, deserializeAgentConfiguration } from "../schema/index.ts";
 
 export interface AgentConfigurationAgentOptions {
   /** The level from --log-level: agentk's level until its configuration file sets one. */

@@ -1,6 +1,6 @@
 // The agent configuration module's section of kas's configuration: agent.configuration.
 import { z } from "zod";
-import { countSetting, durationAtLeast } from "../../../cmd/common/config/kinds.ts";
+import { countSetting, durationAtLeast } from "../../../tool/config/kinds.ts";
 
 export const agentConfigurationKasSection = z.object({
   pollPeriodMs: durationAtLeast("1s", "each poll is a call to Gitaly for every configuration project", {

@@ -1,12 +1,12 @@
 // Git push notifications on GitLab's gRPC API: GitLab's Notifications.GitPushEvent, the same effect
 // as `POST /api/v1/notifications/git_push`.
 import * as grpc from "@grpc/grpc-js";
-import type { Logger } from "../../../cmd/common/observability/index.ts";
 import {
   type NotificationsServer,
   NotificationsService,
   protobufFileName,
 } from "../../../proto/gen/agent_configuration/v1/notifications_rpc.ts";
+import type { Logger } from "../../../tool/observability/index.ts";
 import {
   announceGitPush,
   type Broadcast,

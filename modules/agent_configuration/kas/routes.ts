@@ -1,8 +1,8 @@
 // The module's routes on GitLab's API front: an agent's effective configuration, and git push
 // notifications (GitLab sends one when a project is pushed to).
 import { z } from "zod";
-import { HttpError, sendJson } from "../../../cmd/common/http/index.ts";
-import type { Logger } from "../../../cmd/common/observability/index.ts";
+import { HttpError, sendJson } from "../../../tool/http/serve/index.ts";
+import type { Logger } from "../../../tool/observability/index.ts";
 import { type ApiRoute, announceGitPush, type Broadcast, type PushedProject } from "../../runtime/index.ts";
 import type { StatusStore } from "./status-store.ts";
 

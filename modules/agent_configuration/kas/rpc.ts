@@ -3,8 +3,8 @@ import {
   type AgentConfigurationServiceServer,
   AgentConfigurationServiceService,
 } from "../../../proto/gen/agent_configuration/v1/agent_configuration.ts";
+import { serializeAgentConfiguration } from "../../agentcfg/index.ts";
 import type { AgentRpc } from "../../runtime/index.ts";
-import { serializeAgentConfiguration } from "../schema/index.ts";
 import type { ConfigurationMetrics } from "./metrics.ts";
 import type { ConfigurationWatches } from "./watches.ts";
 

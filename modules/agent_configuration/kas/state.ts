@@ -1,5 +1,5 @@
 // What kas knows of one agent's configuration: the last good one, and why a newer one was not taken.
-import type { AgentConfiguration } from "../schema/index.ts";
+import type { AgentConfiguration } from "../../agentcfg/index.ts";
 
 export interface ConfigurationProblem {
   /** `invalid`: the file was refused (kept: the last good one); `repository`: it could not be read. */

@@ -1,7 +1,7 @@
 // Where GitLab's API finds an agent's configuration state, whichever replica polls for it: Redis
 // when kas has it (each replica writes the states of the agents connected to it, with a TTL that
 // outlives a few polls), this replica's own watches otherwise.
-import type { Logger } from "../../../cmd/common/observability/index.ts";
+import type { Logger } from "../../../tool/observability/index.ts";
 import type { KasRedis } from "../../runtime/index.ts";
 import type { AgentConfigurationState } from "./state.ts";
 

@@ -2,7 +2,13 @@
 // configuration lives there: each poll is one cheap ref lookup, and an agent's file is read only
 // when the commit moved. A push notification polls at once; polling stays the fallback.
 import { setMaxListeners } from "node:events";
-import type { Logger } from "../../../cmd/common/observability/index.ts";
+import type { Logger } from "../../../tool/observability/index.ts";
+import {
+  type AgentConfiguration,
+  AgentConfigurationError,
+  EMPTY_AGENT_CONFIGURATION,
+  parseAgentConfiguration,
+} from "../../agentcfg/index.ts";
 import {
   type AgentInfo,
   agentRepository,
@@ -13,12 +19,6 @@ import {
   type RepositoryReader,
   repositoryKey,
 } from "../../runtime/index.ts";
-import {
-  type AgentConfiguration,
-  AgentConfigurationError,
-  EMPTY_AGENT_CONFIGURATION,
-  parseAgentConfiguration,
-} from "../schema/index.ts";
 import type { ConfigurationMetrics } from "./metrics.ts";
 import { type AgentConfigurationState, type ConfigurationProblem, configurationPath } from "./state.ts";
 

@@ -1,9 +1,9 @@
 // Agent tracking's agentk half: after each new tunnel, agentk tells kas its version and pod over
 // the agent's gRPC channel; kas lists them with the agent.
 import * as grpc from "@grpc/grpc-js";
-import { VERSION } from "../../../cmd/common/version.ts";
 import type { TunnelSession } from "../../../lib/tunnel/index.ts";
 import { AgentTrackerServiceClient } from "../../../proto/gen/agent_tracker/v1/agent_tracker.ts";
+import { VERSION } from "../../../tool/version.ts";
 import { type AgentkModuleFactory, Phase } from "../../runtime/index.ts";
 
 export interface AgentTrackerAgentConfig {

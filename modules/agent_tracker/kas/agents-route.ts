@@ -1,5 +1,5 @@
-import { HttpError, requestTarget, sendJson } from "../../../cmd/common/http/index.ts";
 import { RegistryUnavailableError } from "../../../lib/router/index.ts";
+import { HttpError, requestTarget, sendJson } from "../../../tool/http/serve/index.ts";
 import type { ApiRoute } from "../../runtime/index.ts";
 import type { AgentFilter, ConnectedAgent } from "./connected-agents.ts";
 import type { AgentTracker } from "./tracker.ts";

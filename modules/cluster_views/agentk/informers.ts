@@ -10,7 +10,7 @@ import {
   ListWatch,
   Watch,
 } from "@kubernetes/client-node";
-import type { Logger } from "../../../cmd/common/observability/index.ts";
+import type { Logger } from "../../../tool/observability/index.ts";
 import type { ViewName } from "../views.ts";
 import { nodeRecord, podRecord, warningRecord, workloadRecord } from "./records.ts";
 

@@ -5,8 +5,8 @@
 import { randomUUID } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import type { KubeConfig } from "@kubernetes/client-node";
-import type { Logger } from "../../../cmd/common/observability/index.ts";
 import { ClusterViewsServiceClient } from "../../../proto/gen/cluster_views/v1/cluster_views.ts";
+import type { Logger } from "../../../tool/observability/index.ts";
 import {
   type AgentConfiguration,
   type AgentkModuleFactory,

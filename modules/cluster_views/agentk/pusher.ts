@@ -5,11 +5,11 @@
 // last carried. While the stream cannot take more (`write` false) changes only accumulate as
 // dirty views: nothing queues. Every message takes a seq from the `SeqClock`.
 import * as grpc from "@grpc/grpc-js";
-import type { Logger } from "../../../cmd/common/observability/index.ts";
 import type {
   ClusterViewsServiceClient,
   PushViewsRequest,
 } from "../../../proto/gen/cluster_views/v1/cluster_views.ts";
+import type { Logger } from "../../../tool/observability/index.ts";
 import type { ClusterViews, ViewName } from "../views.ts";
 import type { ClusterViewsAgentMetrics } from "./metrics.ts";
 

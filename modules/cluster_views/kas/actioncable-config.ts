@@ -1,9 +1,9 @@
 // kas's `action_cable` section: where GitLab's ActionCable listens for broadcasts (its Redis
 // subscription adapter's Redis), and the channel prefix of its cable.yml. Off unless redis_url is set.
 import { z } from "zod";
-import { countSetting, fileSetting, stringSetting } from "../../../cmd/common/config/kinds.ts";
-import { setting } from "../../../cmd/common/config/settings.ts";
-import { parseUrl } from "../../../cmd/common/config/values.ts";
+import { countSetting, fileSetting, stringSetting } from "../../../tool/config/kinds.ts";
+import { setting } from "../../../tool/config/settings.ts";
+import { parseUrl } from "../../../tool/config/values.ts";
 
 export const actionCableKasSection = z.object({
   redisUrl: setting((v) => parseUrl(v, ["redis", "rediss"]), {

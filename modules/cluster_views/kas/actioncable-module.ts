@@ -3,7 +3,7 @@
 import { readFile } from "node:fs/promises";
 import { Redis } from "ioredis";
 import { Counter } from "prom-client";
-import { ConfigError } from "../../../cmd/common/config/errors.ts";
+import { ConfigError } from "../../../tool/config/errors.ts";
 import { type KasModuleFactory, Phase } from "../../runtime/index.ts";
 import type { ViewsHub } from "../views.ts";
 import { ActionCableBroadcaster } from "./actioncable.ts";

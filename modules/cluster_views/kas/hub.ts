@@ -1,7 +1,7 @@
 // kas's `ViewsHub`: applies the agents' updates to the store, publishes each applied one to every
 // replica (`deps.broadcast`: Redis pub/sub when clustered), and fans what it hears out to this
 // replica's subscribers, each starting with a snapshot (or, resuming, with what it missed).
-import type { Logger } from "../../../cmd/common/observability/index.ts";
+import type { Logger } from "../../../tool/observability/index.ts";
 import type { Broadcast } from "../../runtime/index.ts";
 import { parseClusterViews } from "../limits.ts";
 import type { AgentViews, ViewEvent, ViewsHub } from "../views.ts";

@@ -2,7 +2,7 @@
 // - `GET /api/v1/agents/{agent_id}/views`: the agent's views now (404 when kas has none);
 // - `GET /api/v1/agents/{agent_id}/events`: its views events as Server-Sent Events;
 // - `GET /api/v1/events`: every agent's, for a dashboard.
-import { HttpError, requestTarget, sendJson } from "../../../cmd/common/http/index.ts";
+import { HttpError, requestTarget, sendJson } from "../../../tool/http/serve/index.ts";
 import type { ApiRoute } from "../../runtime/index.ts";
 import type { ViewsHub } from "../views.ts";
 import { type SseOptions, serveEvents } from "./sse.ts";

@@ -4,12 +4,12 @@
 // While the stream is up the agent's views stay alive; when it ends the agent is disconnected.
 import { randomUUID } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
-import type { Logger } from "../../../cmd/common/observability/index.ts";
 import {
   type ClusterViewsServiceServer,
   ClusterViewsServiceService,
   type PushViewsRequest,
 } from "../../../proto/gen/cluster_views/v1/cluster_views.ts";
+import type { Logger } from "../../../tool/observability/index.ts";
 import type { AgentRpc } from "../../runtime/index.ts";
 import { parseClusterViews } from "../limits.ts";
 import type { Hub } from "./hub.ts";

@@ -1,10 +1,10 @@
 // Views events as Server-Sent Events: `id:` per event (resumable with `Last-Event-ID`), `event:`
 // its type, `data:` its JSON; heartbeats and the bound on unsent bytes are the shared event
-// stream's (cmd/common/http/event-stream.ts). A subscriber cut for being slow reconnects with its
+// stream's (tool/http/serve/event-stream.ts). A subscriber cut for being slow reconnects with its
 // Last-Event-ID and gets what it missed, or a fresh snapshot. GitLab's API and the dashboard both
 // serve their event streams with `serveEvents`.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { type EventStream, eventFrame, openEventStream } from "../../../cmd/common/http/index.ts";
+import { type EventStream, eventFrame, openEventStream } from "../../../tool/http/serve/index.ts";
 import type { ViewEvent, ViewsHub } from "../views.ts";
 
 export interface SseOptions {

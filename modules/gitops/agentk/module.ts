@@ -6,12 +6,12 @@ import { setTimeout as sleep } from "node:timers/promises";
 import * as grpc from "@grpc/grpc-js";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { Counter, type Registry } from "prom-client";
-import type { Logger } from "../../../cmd/common/observability/index.ts";
 import {
   type GetObjectsToSynchronizeResponse,
   GitopsServiceClient,
   type ReportSyncRequest,
 } from "../../../proto/gen/gitops/v1/gitops.ts";
+import type { Logger } from "../../../tool/observability/index.ts";
 import { type AgentkModuleFactory, leaderOnly, type Module, Phase } from "../../runtime/index.ts";
 import type { Applier, ManifestProject, SyncOutcome } from "./applier/index.ts";
 

@@ -1,6 +1,6 @@
 // The GitOps module's section of kas's configuration: agent.gitops (GitLab's names and defaults).
 import { z } from "zod";
-import { countSetting, durationAtLeast, durationSetting } from "../../../cmd/common/config/kinds.ts";
+import { countSetting, durationAtLeast, durationSetting } from "../../../tool/config/kinds.ts";
 
 export const gitopsKasSection = z.object({
   pollPeriodMs: durationAtLeast(

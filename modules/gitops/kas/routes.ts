@@ -1,7 +1,7 @@
 // `GET /api/v1/agents/{agent_id}/gitops` on GitLab's API front: per manifest project of the agent,
 // the last commit kas sent, the last sync the agent reported, and the last error (a refusal or a
 // repository problem of kas's, or the error the agent reported), from whichever replica wrote it.
-import { HttpError, sendJson } from "../../../cmd/common/http/index.ts";
+import { HttpError, sendJson } from "../../../tool/http/serve/index.ts";
 import type { ApiRoute } from "../../runtime/index.ts";
 import type { GitopsStatusStore, ProjectStatus } from "./status-store.ts";
 

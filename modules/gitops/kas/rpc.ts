@@ -4,13 +4,13 @@
 // has; a refusal or a limit ends the stream with its status and is recorded for GitLab's API.
 // ReportSync: the agent's account of a sync, checked, bounded, recorded and counted.
 import * as grpc from "@grpc/grpc-js";
-import type { Logger } from "../../../cmd/common/observability/index.ts";
 import {
   type GetObjectsToSynchronizeResponse,
   type GitopsServiceServer,
   GitopsServiceService,
   type ReportSyncRequest,
 } from "../../../proto/gen/gitops/v1/gitops.ts";
+import type { Logger } from "../../../tool/observability/index.ts";
 import {
   type AgentIdentity,
   type AgentRpc,

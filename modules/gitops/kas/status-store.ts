@@ -2,7 +2,7 @@
 // last commit kas sent, the last sync the agent reported, the last refusal (or repository problem)
 // of kas's. Redis when kas has it (one hash per agent, a field per project and part, so replicas
 // never read-modify-write; the key expires `ttlMs` after its last write), memory otherwise.
-import type { Logger } from "../../../cmd/common/observability/index.ts";
+import type { Logger } from "../../../tool/observability/index.ts";
 import type { KasRedis } from "../../runtime/index.ts";
 
 export interface SentCommit {

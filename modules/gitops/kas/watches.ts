@@ -3,7 +3,7 @@
 // only when the commit moved. A push notification polls at once; a failed poll retries sooner,
 // backing off; polling stays the fallback.
 import { setMaxListeners } from "node:events";
-import type { Logger } from "../../../cmd/common/observability/index.ts";
+import type { Logger } from "../../../tool/observability/index.ts";
 import {
   PollLoop,
   type PushedProject,

@@ -1,8 +1,8 @@
 // HTTP that kas sends over the tunnel (already authenticated by kas), forwarded to the API
 // server with agentk's own credentials.
 
-import { createForwarder, type Forwarder, type ForwarderOptions } from "../../../cmd/common/http/index.ts";
-import { kubeStatus } from "../../../cmd/common/kubernetes-status.ts";
+import { createForwarder, type Forwarder, type ForwarderOptions } from "../../../tool/http/proxy/index.ts";
+import { kubeStatus } from "../../../tool/kubernetes-status.ts";
 import type { KubeConfigSource } from "./kube-config-source.ts";
 import { kubernetesUpstream } from "./upstream.ts";
 

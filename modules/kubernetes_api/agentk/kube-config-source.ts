@@ -1,8 +1,8 @@
 import { access, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
-import { flag } from "../../../cmd/common/config/flags.ts";
-import { parseString } from "../../../cmd/common/config/values.ts";
+import { flag } from "../../../tool/config/flags.ts";
+import { parseString } from "../../../tool/config/values.ts";
 
 /** The module's agentk flag; KUBECONFIG stands in for it as a `:`-separated list (see resolveKubeConfig). */
 export const kubernetesApiAgentkFlags = z.object({

@@ -4,7 +4,8 @@ import { readFile } from "node:fs/promises";
 import type * as http from "node:http";
 import type * as https from "node:https";
 import type { KubeConfig } from "@kubernetes/client-node";
-import { HttpError, type Upstream } from "../../../cmd/common/http/index.ts";
+import type { Upstream } from "../../../tool/http/proxy/index.ts";
+import { HttpError } from "../../../tool/http/serve/index.ts";
 import {
   type ClusterIdentity,
   decodeIdentity,

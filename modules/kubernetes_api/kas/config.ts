@@ -1,11 +1,6 @@
 // The Kubernetes API proxy's section of kas's configuration: agent.kubernetes_api.
 import { z } from "zod";
-import {
-  boolSetting,
-  durationSetting,
-  listenSection,
-  urlPathSetting,
-} from "../../../cmd/common/config/kinds.ts";
+import { boolSetting, durationSetting, listenSection, urlPathSetting } from "../../../tool/config/kinds.ts";
 
 export const kubernetesApiKasSection = z.object({
   listen: listenSection(

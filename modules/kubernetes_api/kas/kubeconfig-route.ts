@@ -1,6 +1,6 @@
 // GitLab's API: `GET /api/v1/agents/{agent_id}/kubeconfig[?server=<url>]` answers the kubeconfig
 // `kas kubeconfig --agent-id N` prints (the same function), with the agent's static dev token.
-import { HttpError, requestTarget } from "../../../cmd/common/http/index.ts";
+import { HttpError, requestTarget } from "../../../tool/http/serve/index.ts";
 import type { ApiRoute } from "../../runtime/index.ts";
 import type { KubernetesApiConfig } from "./config.ts";
 import { KubeconfigError, proxyKubeconfig } from "./kubeconfig.ts";

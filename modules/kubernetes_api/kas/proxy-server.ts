@@ -1,23 +1,25 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
-import type { ListenConfig } from "../../../cmd/common/config/values.ts";
+import type { ListenConfig } from "../../../tool/config/values.ts";
 import {
   type AgentHttpProxy,
-  ClientGoneError,
-  type ConnectionLimits,
   describeProxyError,
-  type ErrorRenderer,
   type ForwardOptions,
   failure,
+  type ProxyFailure,
+} from "../../../tool/http/proxy/index.ts";
+import {
+  ClientGoneError,
+  type ConnectionLimits,
+  type ErrorRenderer,
   type GuardLog,
   type HttpListener,
   listenHttp,
-  type ProxyFailure,
   rawAnswer,
   sendBody,
-} from "../../../cmd/common/http/index.ts";
-import { kubeStatus } from "../../../cmd/common/kubernetes-status.ts";
-import type { RequestMetrics } from "../../../cmd/common/observability/index.ts";
+} from "../../../tool/http/serve/index.ts";
+import { kubeStatus } from "../../../tool/kubernetes-status.ts";
+import type { RequestMetrics } from "../../../tool/observability/index.ts";
 import { KUBERNETES_SERVICE } from "../../runtime/index.ts";
 import { isImpersonationHeader } from "../identity.ts";
 import { type AuthorizeProxyRequest, type ProxyAccess, ProxyAccessError } from "./access.ts";

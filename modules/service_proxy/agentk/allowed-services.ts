@@ -1,8 +1,8 @@
 import { readFile } from "node:fs/promises";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { flag } from "../../../cmd/common/config/flags.ts";
-import { parseString, parseUrl, ValueError } from "../../../cmd/common/config/values.ts";
+import { flag } from "../../../tool/config/flags.ts";
+import { parseString, parseUrl, ValueError } from "../../../tool/config/values.ts";
 import { KUBERNETES_SERVICE } from "../../runtime/index.ts";
 
 /** An in-cluster HTTP service kas may reach through the tunnel, by name; nothing else is reachable. */

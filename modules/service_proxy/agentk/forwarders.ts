@@ -1,7 +1,7 @@
 // Allow-listed in-cluster HTTP services (e.g. Prometheus): kas reaches them by name, nothing else.
 import * as http from "node:http";
 import * as https from "node:https";
-import { createForwarder, type Forwarder, type ForwarderOptions } from "../../../cmd/common/http/index.ts";
+import { createForwarder, type Forwarder, type ForwarderOptions } from "../../../tool/http/proxy/index.ts";
 import type { AllowedService } from "./allowed-services.ts";
 
 /** A forwarder per allow-listed service, by name. Requests pass through as kas sent them. */

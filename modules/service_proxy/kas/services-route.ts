@@ -2,17 +2,19 @@ import type { IncomingMessage } from "node:http";
 import {
   type AgentHttpProxy,
   type AgentTarget,
+  describeProxyError,
+  SERVICE_NAME,
+} from "../../../tool/http/proxy/index.ts";
+import {
   ClientGoneError,
   decodePathSegment,
-  describeProxyError,
   HttpError,
   jsonError,
   type RequestTarget,
   rawAnswer,
   requestTarget,
-  SERVICE_NAME,
   sendJson,
-} from "../../../cmd/common/http/index.ts";
+} from "../../../tool/http/serve/index.ts";
 import { type ApiRoute, KUBERNETES_SERVICE } from "../../runtime/index.ts";
 
 export const SERVICE_ROUTE = "/api/v1/agents/{agent_id}/services/{name}/*";

@@ -9,9 +9,9 @@ import {
   type LoadAgentkConfigOptions,
   loadAgentkConfig,
 } from "../../../cmd/agentk/config/index.ts";
-import { flagNameOf } from "../../../cmd/common/config/flags.ts";
-import { settingLeaves } from "../../../cmd/common/config/settings.ts";
 import { ConfigError } from "../../../cmd/kas/config/index.ts";
+import { flagNameOf } from "../../../tool/config/flags.ts";
+import { settingLeaves } from "../../../tool/config/settings.ts";
 
 const TOKEN = "glagent-Yh3nQ8vL2kS9wE5rT1uI7oP0";
 let dir: string;

@@ -2,7 +2,6 @@ import { randomBytes } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { HttpListener } from "../../../cmd/common/http/index.ts";
 import {
   ApiRouteTable,
   bearerToken,
@@ -12,6 +11,7 @@ import {
 } from "../../../cmd/kas/api/index.ts";
 import { ReadinessChecks } from "../../../cmd/kas/observability/index.ts";
 import { AgentTrackerService } from "../../../proto/gen/agent_tracker/v1/gitlab_rpc.ts";
+import type { HttpListener } from "../../../tool/http/serve/index.ts";
 import { gitlabServiceClients, grpcTarget, unary } from "../../support/gitlab-grpc.ts";
 import { silentLogger } from "../support/fixtures.ts";
 

@@ -12,7 +12,7 @@ import {
   type GitalyRepositoriesOptions,
   parseGitalyAddress,
 } from "../../../cmd/kas/repositories/gitaly/index.ts";
-import type { GitalyInfo } from "../../../modules/runtime/kas.ts";
+import type { GitalyInfo } from "../../../modules/runtime/index.ts";
 import { RepositoryError, type RepositoryLocation } from "../../../modules/runtime/repositories.ts";
 import { TestStorage } from "../../support/git-repo.ts";
 import { GitalyTestServer, type GitalyTestServerOptions } from "../../support/gitaly-server.ts";

@@ -10,7 +10,7 @@ import { Gauge, Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { createAgentRpcServer } from "../../../cmd/kas/agent-rpc.ts";
 import { addAgentConfigurationService } from "../../../modules/agent_configuration/kas/rpc.ts";
-import { deserializeAgentConfiguration } from "../../../modules/agent_configuration/schema/index.ts";
+import { deserializeAgentConfiguration } from "../../../modules/agentcfg/index.ts";
 import { type AgentkModuleFactory, Phase } from "../../../modules/runtime/index.ts";
 import {
   AgentConfigurationServiceClient,

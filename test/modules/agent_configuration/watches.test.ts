@@ -3,12 +3,12 @@
 // period for agents that already have a configuration, and problems that keep the last good one.
 import { Registry } from "prom-client";
 import { afterEach, beforeEach, describe, expect, test, vi } from "vitest";
-import { createLogger } from "../../../cmd/common/observability/index.ts";
 import { LocalGitRepositories } from "../../../cmd/kas/repositories/local-git.ts";
 import { createConfigurationMetrics } from "../../../modules/agent_configuration/kas/metrics.ts";
 import type { AgentConfigurationState } from "../../../modules/agent_configuration/kas/state.ts";
 import { ConfigurationWatches } from "../../../modules/agent_configuration/kas/watches.ts";
 import { type AgentInfo, RepositoryError, type RepositoryReader } from "../../../modules/runtime/index.ts";
+import { createLogger } from "../../../tool/observability/index.ts";
 import { GitRepo } from "../../support/git-repo.ts";
 import { until } from "../../support/until.ts";
 

@@ -2,9 +2,9 @@
 // kas files the report under the agent of the tunnel it came over and lists it.
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { VERSION } from "../../../cmd/common/version.ts";
 import { createAgentRpcServer } from "../../../cmd/kas/agent-rpc.ts";
 import { AgentTrackerServiceClient } from "../../../proto/gen/agent_tracker/v1/agent_tracker.ts";
+import { VERSION } from "../../../tool/version.ts";
 import { gitlabJwt, OTHER_TOKEN, TOKEN } from "../../kas/support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "../../kas/support/in-process.ts";
 import { type InProcessAgentk, startInProcessAgentk } from "../../support/agentk-in-process.ts";

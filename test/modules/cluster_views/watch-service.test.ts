@@ -4,7 +4,6 @@
 import { randomBytes } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import type { HttpListener } from "../../../cmd/common/http/index.ts";
 import { ApiRouteTable, createGitLabRpcServer, serveApi } from "../../../cmd/kas/api/index.ts";
 import { ReadinessChecks } from "../../../cmd/kas/observability/index.ts";
 import {
@@ -12,6 +11,7 @@ import {
   MAX_PENDING_EVENTS,
 } from "../../../modules/cluster_views/kas/watch-service.ts";
 import type { AgentViews, ViewEvent, ViewsHub } from "../../../modules/cluster_views/views.ts";
+import type { HttpListener } from "../../../tool/http/serve/index.ts";
 import { gitlabJwt, silentLogger } from "../../kas/support/fixtures.ts";
 import { bearer, gitlabServiceClients, grpcTarget } from "../../support/gitlab-grpc.ts";
 import { until } from "../../support/until.ts";

@@ -1,6 +1,5 @@
 import { EventEmitter } from "node:events";
 import { expect, test } from "vitest";
-import { createLogger } from "../../../cmd/common/observability/index.ts";
 import {
   type AgentkModuleDeps,
   type LeaderElection,
@@ -8,6 +7,7 @@ import {
   type ModuleFactory,
   Phase,
 } from "../../../modules/runtime/index.ts";
+import { createLogger } from "../../../tool/observability/index.ts";
 import { until } from "../../support/until.ts";
 
 /** A leader election the test drives. */

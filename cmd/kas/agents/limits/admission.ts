@@ -1,6 +1,6 @@
 import { type Authenticate, HandshakeRejection } from "../../../../lib/tunnel/index.ts";
 import type { AgentIdentity, AgentSession, KasRedis } from "../../../../modules/runtime/index.ts";
-import { tokenFingerprint } from "../../../common/agent-token.ts";
+import { tokenFingerprint } from "../../../../tool/agent-token.ts";
 import { bearerToken } from "../../auth/handshake.ts";
 import { ConnectionRate } from "./rate.ts";
 import { type TunnelSlot, TunnelSlots } from "./slots.ts";

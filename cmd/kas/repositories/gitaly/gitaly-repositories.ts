@@ -2,7 +2,7 @@
 // checked with FindCommit, one file with TreeEntry (bounded by `limit`), many files of a commit
 // with one GetBlobs, a listing with GetTreeEntries.
 import { type Metadata, status } from "@grpc/grpc-js";
-import type { GitalyRepository } from "../../../../modules/runtime/kas.ts";
+import type { GitalyRepository } from "../../../../modules/runtime/index.ts";
 import {
   type RefSelector,
   type RepositoryCallContext,

@@ -1,7 +1,7 @@
 // The metadata every Gitaly call carries: the v2 token (when GitLab gave one) and the Gitaly
 // feature flags GitLab evaluated for the project.
 import { Metadata } from "@grpc/grpc-js";
-import type { GitalyInfo } from "../../../../modules/runtime/kas.ts";
+import type { GitalyInfo } from "../../../../modules/runtime/index.ts";
 import { gitalyAuthorization } from "./auth.ts";
 
 const FEATURE_PREFIX = "gitaly-feature-";

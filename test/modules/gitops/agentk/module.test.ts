@@ -8,8 +8,7 @@ import * as grpc from "@grpc/grpc-js";
 import { KubernetesObjectApi, PatchStrategy } from "@kubernetes/client-node";
 import { Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { createLogger } from "../../../../cmd/common/observability/index.ts";
-import { agentConfigurationSchema } from "../../../../modules/agent_configuration/schema/index.ts";
+import { agentConfigurationSchema } from "../../../../modules/agentcfg/index.ts";
 import { gitopsAgentModule } from "../../../../modules/gitops/agentk/module.ts";
 import {
   type AgentConfiguration,
@@ -23,6 +22,7 @@ import {
   GitopsServiceService,
   type ReportSyncRequest,
 } from "../../../../proto/gen/gitops/v1/gitops.ts";
+import { createLogger } from "../../../../tool/observability/index.ts";
 import { type KubeApiServer, startKubeApiServer } from "../../../support/kube-apiserver.ts";
 import { configMap, kubeConfigFor, namespace, yamlDocs } from "./helpers.ts";
 

@@ -4,7 +4,6 @@
 import { EventEmitter } from "node:events";
 import { Registry } from "prom-client";
 import { expect, test } from "vitest";
-import { AgentToken } from "../../../../cmd/common/agent-token.ts";
 import { createGitopsMetrics } from "../../../../modules/gitops/kas/metrics.ts";
 import { addGitopsService } from "../../../../modules/gitops/kas/rpc.ts";
 import { MemoryStatusStore } from "../../../../modules/gitops/kas/status-store.ts";
@@ -14,6 +13,7 @@ import type {
   GetObjectsToSynchronizeResponse,
   GitopsServiceServer,
 } from "../../../../proto/gen/gitops/v1/gitops.ts";
+import { AgentToken } from "../../../../tool/agent-token.ts";
 import { silentLogger } from "../../../kas/support/fixtures.ts";
 import { until } from "../../../support/until.ts";
 import { toCommits } from "./helpers.ts";

@@ -3,7 +3,6 @@
 // manifest_projects, checked with errors that name the entry and never the token.
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { AgentToken } from "../../../../cmd/common/agent-token.ts";
 import { GitLabInternalApi } from "../../../../cmd/kas/auth/gitlab-authenticator.ts";
 import { GitLabProjectAccess, StaticProjectAccess } from "../../../../cmd/kas/auth/project-access.ts";
 import {
@@ -11,6 +10,7 @@ import {
   StaticTokenAuthenticator,
 } from "../../../../cmd/kas/auth/static-authenticator.ts";
 import { type AgentIdentity, ProjectAccessError } from "../../../../modules/runtime/index.ts";
+import { AgentToken } from "../../../../tool/agent-token.ts";
 import { GitLabApiServer } from "../../../support/gitlab-api.ts";
 
 const TOKEN = "glagent-project-access-Hq3vN8sL";

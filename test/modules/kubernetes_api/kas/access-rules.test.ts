@@ -1,7 +1,7 @@
 // The agent's ci_access as kas applies it to a CI job GitLab allowed: which entry, and so as whom;
 // protected_branches_only against what GitLab's answer shows of the pipeline's ref.
 import { describe, expect, test } from "vitest";
-import { parseAgentConfiguration } from "../../../../modules/agent_configuration/schema/index.ts";
+import { parseAgentConfiguration } from "../../../../modules/agentcfg/index.ts";
 import { ProxyAccessError } from "../../../../modules/kubernetes_api/kas/access.ts";
 import {
   ciAuthorization,
