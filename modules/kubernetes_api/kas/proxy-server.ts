@@ -5,12 +5,14 @@ import {
   type AgentHttpProxy,
   ClientGoneError,
   type ConnectionLimits,
+  DOT_SEGMENTS,
   describeProxyError,
   type ErrorRenderer,
   type ForwardOptions,
   failure,
   type GuardLog,
   type HttpListener,
+  isPlainPath,
   listenHttp,
   type ProxyFailure,
   rawAnswer,
@@ -63,6 +65,7 @@ export async function serveKubernetesProxy(options: KubernetesProxyOptions): Pro
       return failure(404, `the Kubernetes API is served under ${prefix}/`);
     }
     const rest = raw.slice(prefix.length);
+    if (!isPlainPath(rest.startsWith("/") ? rest : `/${rest}`)) return failure(400, DOT_SEGMENTS);
     if (access.impersonate !== undefined) {
       const own = Object.keys(req.headers).find(isImpersonationHeader);
       if (own !== undefined)
