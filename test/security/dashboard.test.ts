@@ -13,6 +13,7 @@ import { type DashboardServer, serveDashboard } from "../../cmd/kas/dashboard/se
 import { cookieOf, SESSION_COOKIE } from "../../cmd/kas/dashboard/session.ts";
 import { type InProcessKas, startInProcessKas } from "../kas/support/in-process.ts";
 import { MemoryViewsHub } from "../support/memory-views-hub.ts";
+import { rawExchange } from "../support/raw-http.ts";
 import { RedisServer } from "../support/redis-server.ts";
 import { until, within } from "../support/until.ts";
 
@@ -287,5 +288,31 @@ describe("logout and revocation across kas replicas sharing Redis", () => {
       "the logout, Redis back",
     );
     expect(await agentsStatus(urlOf(a), cookie)).toBe(401);
+  });
+});
+
+describe("a dashboard without a token (loopback only)", () => {
+  test("answers only to loopback host names: a rebound name gets 403, never the agents' views", async () => {
+    const dashboard = await serveDashboard({
+      listen: { address: { host: "127.0.0.1", port: 0 } },
+      sessionTtlMs: 60_000,
+      hub: new MemoryViewsHub(),
+      assets: noAssets,
+      log: quiet,
+    });
+    try {
+      const port = Number(new URL(dashboard.url).port);
+      const get = (host: string) =>
+        rawExchange(port, `GET /api/agents HTTP/1.1\r\nhost: ${host}\r\nconnection: close\r\n\r\n`);
+      for (const host of ["attacker.example", "attacker.example:80", `127.0.0.1.nip.example:${port}`, ""]) {
+        const answer = await get(host);
+        expect(answer.status, host).toBe(403);
+        expect(answer.body).not.toContain("agents");
+      }
+      for (const host of [`localhost:${port}`, `127.0.0.1:${port}`, "[::1]", "LOCALHOST"])
+        expect((await get(host)).status, host).toBe(200);
+    } finally {
+      await dashboard.close(0);
+    }
   });
 });

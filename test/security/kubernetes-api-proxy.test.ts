@@ -232,6 +232,24 @@ describe("a client's Connection header cannot strip kas's identity", () => {
   });
 });
 
+describe("paths", () => {
+  test("dot segments and encoded separators are refused (400) and never reach the API server", async () => {
+    const before = kube.requests.length;
+    for (const path of [
+      "/api/../../c-other/api",
+      "/%2e%2e/c-other/api",
+      "/api/./v1/pods",
+      "/api%2Fv1",
+      "/api/v1/namespaces/default/pods/web/exec/..",
+    ]) {
+      for (const caller of callers.slice(0, 2)) {
+        expect(await send(`GET ${path} HTTP/1.1`, caller.credentials), path).toBe(400);
+      }
+    }
+    expect(kube.requests.length).toBe(before);
+  });
+});
+
 describe("the real kubectl, behind a client stack that names kas's headers in Connection", () => {
   test("exec, get -w and port-forward as the CI job kas impersonates", async () => {
     const proxy = await startConnectionNamingProxy(setup.kas.addresses.kubernetesApi, setup.caCert, [

@@ -75,9 +75,13 @@ export async function staticTokenFor(path: string, agentId: string): Promise<str
 export function parseStaticTokens(text: string, path = "static tokens file"): Map<string, StaticAgent> {
   let doc: unknown;
   try {
-    doc = parseYaml(text);
+    doc = parseYaml(text, { prettyErrors: false });
   } catch (err) {
-    throw new Error(`${path}: not valid YAML or JSON: ${(err as Error).message}`);
+    // The parser's messages may quote the source, and the source is tokens: only where it failed.
+    const offset = (err as { pos?: [number, number] }).pos?.[0];
+    const before = offset === undefined ? undefined : text.slice(0, offset).split("\n");
+    const where = before ? ` at line ${before.length}, column ${before.at(-1)!.length + 1}` : "";
+    throw new Error(`${path}: not valid YAML or JSON${where}`);
   }
   if (typeof doc !== "object" || doc === null || Array.isArray(doc)) {
     throw new Error(`${path}: expected a mapping of token -> {agentId, projectId, agentName}`);

@@ -91,6 +91,13 @@ export async function serveDashboard(o: DashboardServerOptions): Promise<Dashboa
     res.setHeader("content-security-policy", CONTENT_SECURITY_POLICY);
     res.setHeader("x-content-type-options", "nosniff");
     res.setHeader("referrer-policy", "no-referrer");
+    // Without a token the page is served on loopback only; a web page elsewhere could still reach
+    // it by rebinding a name of its own to 127.0.0.1, unless names other than loopback's are refused.
+    if (sessions === undefined && !isLoopbackHost(req.headers.host))
+      throw new HttpError(
+        403,
+        "without a token the dashboard answers only to localhost, 127.0.0.1 and [::1]",
+      );
     const { pathname } = requestTarget(req);
     const method = req.method ?? "GET";
     if (pathname === "/app.js" || pathname === "/app.css") {
@@ -255,4 +262,10 @@ async function readBody(req: IncomingMessage, max: number): Promise<string> {
     chunks.push(chunk);
   }
   return Buffer.concat(chunks).toString("utf8");
+}
+
+/** Whether a Host header names this machine's loopback (any port). */
+function isLoopbackHost(host: string | undefined): boolean {
+  const name = /^(\[[^\]]*\]|[^:]*)(:\d+)?$/.exec(host ?? "")?.[1]?.toLowerCase();
+  return name === "localhost" || name === "127.0.0.1" || name === "[::1]";
 }

@@ -47,7 +47,11 @@ export function acceptFrame(): Buffer {
 
 export function encodeRejectFrame(code: RejectCode, reason: string): Buffer {
   const message = reason.length > MAX_REJECT_REASON ? `${reason.slice(0, MAX_REJECT_REASON)}…` : reason;
-  return encodeFrame(StreamReject.encode({ code, message }).finish());
+  // An empty reply means "accepted": a refusal with nothing in it (code 0, no reason) would
+  // encode to nothing and read as one. It goes out as INTERNAL, which a refusal never lacks.
+  const sent =
+    code === RejectCode.REJECT_CODE_UNSPECIFIED && message === "" ? RejectCode.REJECT_CODE_INTERNAL : code;
+  return encodeFrame(StreamReject.encode({ code: sent, message }).finish());
 }
 
 export type Reply = { accepted: true } | { accepted: false; reject: StreamReject };

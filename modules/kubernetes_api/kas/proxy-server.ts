@@ -3,6 +3,7 @@ import type { Duplex } from "node:stream";
 import type { ListenConfig } from "../../../tool/config/values.ts";
 import {
   type AgentHttpProxy,
+  DOT_SEGMENTS,
   describeProxyError,
   type ForwardOptions,
   failure,
@@ -14,6 +15,7 @@ import {
   type ErrorRenderer,
   type GuardLog,
   type HttpListener,
+  isPlainPath,
   listenHttp,
   rawAnswer,
   sendBody,
@@ -65,6 +67,7 @@ export async function serveKubernetesProxy(options: KubernetesProxyOptions): Pro
       return failure(404, `the Kubernetes API is served under ${prefix}/`);
     }
     const rest = raw.slice(prefix.length);
+    if (!isPlainPath(rest.startsWith("/") ? rest : `/${rest}`)) return failure(400, DOT_SEGMENTS);
     if (access.impersonate !== undefined) {
       const own = Object.keys(req.headers).find(isImpersonationHeader);
       if (own !== undefined)

@@ -80,6 +80,11 @@ describe("StaticTokenAuthenticator", () => {
       "entry #2: agentName",
     ],
     ["not YAML", "a: [\n", "not valid YAML or JSON"],
+    [
+      "invalid YAML after a token",
+      "secret-tok-3: {agentId: 1, projectId: 2, agentName: x\nother: [",
+      "not valid YAML or JSON at line 2, column 1",
+    ],
   ])("a file with %s is refused with a message that never shows a token", (_, text, message) => {
     let err: Error | undefined;
     try {

@@ -12,6 +12,7 @@ import {
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, test } from "vitest";
 import { createForwarder, type Forwarder, type RequestOutcome } from "../../../tool/http/proxy/index.ts";
+import { rawExchange } from "../../support/raw-http.ts";
 
 const servers: Server[] = [];
 afterEach(async () => {
@@ -88,6 +89,25 @@ describe("agentk's forwarder", () => {
     expect(seen?.headers["x-per-hop"]).toBeUndefined();
     expect(seen?.headers["x-end-to-end"]).toBe("keep me");
     expect(seen?.headers["x-added"]).toBe("yes");
+  });
+
+  test("a path with dot segments or encoded separators never leaves the base: 400, the upstream sees nothing", async () => {
+    let seen = 0;
+    const { front, statuses } = await rig((_req, res) => {
+      seen++;
+      res.end("ok");
+    });
+    const port = Number(new URL(front.url).port);
+    for (const target of ["/../other/x", "/a/%2e%2E/x", "/a/./b", "/a%2Fb", "/a%5cb", "/x/..", "/.."]) {
+      for (const upgrade of ["", "connection: upgrade\r\nupgrade: websocket\r\n"]) {
+        const answer = await rawExchange(port, `GET ${target} HTTP/1.1\r\nhost: x\r\n${upgrade}\r\n`);
+        expect(answer.status, `${target} ${upgrade}`).toBe(400);
+      }
+    }
+    expect(seen).toBe(0);
+    expect(statuses.every((s) => s === 400)).toBe(true);
+    const fine = await rawExchange(port, "GET /api/v1/pods?x=../y HTTP/1.1\r\nhost: x\r\n\r\n");
+    expect(fine.status).toBe(200);
   });
 
   test("a request body streams upstream before it is complete; the response streams back", async () => {

@@ -152,6 +152,15 @@ describe("stream header codec", () => {
     expect(result.state === "complete" && decodeReply(result.body)).toEqual({ accepted: true });
   });
 
+  test("any refusal reads as a refusal: one with code 0 and no reason goes out as INTERNAL, never as an empty (accepting) reply", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 8 }), fc.oneof(fc.constant(""), text), (code, reason) => {
+        const { result } = feed(new HeaderFrameDecoder(), [encodeRejectFrame(code as RejectCode, reason)]);
+        expect(result.state === "complete" && decodeReply(result.body)).toMatchObject({ accepted: false });
+      }),
+    );
+  });
+
   test("a header no peer could accept fails at the opener", () => {
     expect(() => encodeHeaderFrame({ kind: 1, agentId: "12abc" })).toThrow(TypeError);
     expect(() => encodeHeaderFrame({ kind: 1, agentId: (2n ** 63n).toString() })).toThrow(TypeError);

@@ -6,6 +6,7 @@ import * as https from "node:https";
 import type { Duplex } from "node:stream";
 import { HttpError } from "../serve/http-error.ts";
 import { responseHead } from "../serve/raw-answer.ts";
+import { isPlainPath } from "../serve/request-target.ts";
 import { endToEnd, endToEndLines, IDENTITY_HEADER, linesToHeaders } from "./hop-by-hop.ts";
 import { relayBody } from "./relay-body.ts";
 
@@ -57,6 +58,9 @@ export interface Forwarder {
   destroy(): void;
 }
 
+/** Why a request target with dot segments or encoded separators is refused. */
+export const DOT_SEGMENTS = "the request path may not contain dot segments or encoded separators";
+
 /** Largest error body of a refused upgrade relayed to the client. */
 const MAX_REFUSAL_BODY = 64 * 1024;
 
@@ -73,6 +77,7 @@ export function createForwarder(upstream: Upstream, options: ForwarderOptions): 
   };
 
   async function outgoing(req: http.IncomingMessage, upgrade: boolean): Promise<http.RequestOptions> {
+    if (!isPlainPath(req.url ?? "")) throw new HttpError(400, DOT_SEGMENTS);
     const incoming = linesToHeaders(endToEndLines(req.rawHeaders, { upgrade }));
     const { agent, headers } = await upstream.prepare(
       incoming,
@@ -125,8 +130,21 @@ export function createForwarder(upstream: Upstream, options: ForwarderOptions): 
             fail(502, `upstream ${upstream.url.host} failed: ${err.message}`);
           });
           up.on("response", (ur) => {
-            status = ur.statusCode ?? 502;
-            res.writeHead(status, ur.statusMessage, endToEnd(ur.headers));
+            // An answer node:http's client reads but its server would refuse to write (a status
+            // below 100, control characters in the reason) is the upstream's fault, not a crash.
+            const head = relayableHead(ur);
+            try {
+              if (head === undefined) throw new Error(`invalid status line ${JSON.stringify(ur.statusCode)}`);
+              status = head.status;
+              res.writeHead(status, head.message, endToEnd(ur.headers));
+            } catch (err) {
+              ur.destroy();
+              warn(err as Error, req, "upstream answered with a response that cannot be relayed");
+              return fail(
+                502,
+                `upstream ${upstream.url.host} answered with a response that cannot be relayed`,
+              );
+            }
             ur.on("error", failMidway); // before the relay's own listener: counted as "aborted"
             // Failures are seen by failMidway above, or by the close listener below (the client left).
             relayBody(ur, res).catch(() => {});
@@ -177,7 +195,7 @@ export function createForwarder(upstream: Upstream, options: ForwarderOptions): 
           up.on("upgrade", (ur, upSocket, upHead) => {
             done(101);
             const headers = { ...ur.headers };
-            socket.write(responseHead(101, ur.statusMessage ?? "Switching Protocols", headers));
+            socket.write(responseHead(101, relayableHead(ur)?.message ?? "Switching Protocols", headers));
             if (upHead.length > 0) socket.write(upHead);
             if (head.length > 0) upSocket.write(head);
             upSocket.on("error", (err) => {
@@ -211,12 +229,10 @@ export function createForwarder(upstream: Upstream, options: ForwarderOptions): 
                 "content-length": String(body.length),
                 connection: "close",
               };
-              done(ur.statusCode ?? 502);
+              const head = relayableHead(ur) ?? { status: 502, message: "Bad Gateway" };
+              done(head.status);
               socket.end(
-                Buffer.concat([
-                  Buffer.from(responseHead(ur.statusCode ?? 502, ur.statusMessage ?? "", headers)),
-                  body,
-                ]),
+                Buffer.concat([Buffer.from(responseHead(head.status, head.message, headers)), body]),
               );
             });
           });
@@ -229,4 +245,18 @@ export function createForwarder(upstream: Upstream, options: ForwarderOptions): 
       );
     },
   };
+}
+
+/** Printable reason phrases only (RFC 9112 4: HTAB, SP, VCHAR, obs-text). */
+const REASON = /^[\t\x20-\x7e\x80-\xff]*$/;
+
+/**
+ * The upstream's status and reason as they may be written on: undefined for a status outside
+ * 100-999; a reason with other characters is replaced by the status's standard one.
+ */
+function relayableHead(ur: http.IncomingMessage): { status: number; message: string } | undefined {
+  const status = ur.statusCode;
+  if (status === undefined || !Number.isInteger(status) || status < 100 || status > 999) return undefined;
+  const reason = ur.statusMessage ?? "";
+  return { status, message: REASON.test(reason) ? reason : (http.STATUS_CODES[status] ?? "") };
 }

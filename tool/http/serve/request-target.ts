@@ -33,3 +33,20 @@ export function decodePathSegment(segment: string, what: string): string {
     throw new HttpError(400, `malformed percent-encoding in the ${what} "${shown}"`);
   }
 }
+
+/**
+ * Whether a raw request target is origin-form with no dot segment (`.`, `..`, raw or
+ * percent-encoded) and no encoded separator (`%2F`, `%5C`) or backslash in its path. A proxy that
+ * appends the path to a base (an API server behind a path prefix) passes on only such targets:
+ * whatever normalises the path later cannot take it out from under the base.
+ */
+export function isPlainPath(target: string): boolean {
+  const query = target.indexOf("?");
+  const path = query < 0 ? target : target.slice(0, query);
+  if (!path.startsWith("/") || path.includes("\\") || /%(2f|5c)/i.test(path)) return false;
+  for (const segment of path.split("/")) {
+    const dots = segment.replace(/%2e/gi, ".");
+    if (dots === "." || dots === "..") return false;
+  }
+  return true;
+}
