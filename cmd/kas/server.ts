@@ -10,6 +10,7 @@ import type { AgentTracker } from "../../modules/agent_tracker/kas/tracker.ts";
 import { actionCableModule } from "../../modules/cluster_views/kas/actioncable-module.ts";
 import { type ClusterViewsKasOptions, clusterViewsModule } from "../../modules/cluster_views/kas/module.ts";
 import type { ViewsHub } from "../../modules/cluster_views/views.ts";
+import { dashboardModule } from "../../modules/dashboard/kas/module.ts";
 import { gitopsModule } from "../../modules/gitops/kas/module.ts";
 import { kasDataDir } from "../../modules/kubernetes_api/kas/listener-tls.ts";
 import { kubernetesApiModule } from "../../modules/kubernetes_api/kas/module.ts";
@@ -38,7 +39,6 @@ import { type ConfiguredProjectAccess, createProjectAccessFromConfig } from "./a
 import type { ConfiguredProxyAccess } from "./auth/proxy-access.ts";
 import type { KasConfig, KasSecrets } from "./config/index.ts";
 import { agentListenerModule, agentRpcModule, apiFrontModule } from "./core-modules.ts";
-import { dashboardModule } from "./dashboard/module.ts";
 import { createKasMetrics, type KasMetrics, type Logger, ReadinessChecks } from "./observability/index.ts";
 import { createRepositories } from "./repositories/index.ts";
 import { createKasRouter } from "./routing/index.ts";

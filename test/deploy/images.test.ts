@@ -90,7 +90,7 @@ describe.each(Object.entries(IMAGES))("the %s image", (daemon, image) => {
         ws: has("node_modules/ws"), grpc: has("node_modules/@grpc/grpc-js"),
         typescript: has("node_modules/typescript"), vitest: has("node_modules/vitest"), biome: has("node_modules/@biomejs"),
         sources: has("cmd") || has("lib") || has("modules"), proto: has("dist/proto/gen"),
-        dashboard: has("dist/cmd/kas/dashboard/web/app.js") && has("dist/cmd/kas/dashboard/web/app.css"),
+        dashboard: has("dist/modules/dashboard/web/app.js") && has("dist/modules/dashboard/web/app.css"),
         esbuild: has("node_modules/esbuild"),
       }))`;
     const { stdout } = await inImage(image, ["node", "-e", check]);

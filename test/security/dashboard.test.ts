@@ -9,8 +9,9 @@ import { join } from "node:path";
 import { Redis } from "ioredis";
 import { fetch } from "undici";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { type DashboardServer, serveDashboard } from "../../cmd/kas/dashboard/server.ts";
-import { cookieOf, SESSION_COOKIE } from "../../cmd/kas/dashboard/session.ts";
+import { type DashboardServer, serveDashboard } from "../../modules/dashboard/kas/server.ts";
+import { SESSION_COOKIE } from "../../modules/dashboard/kas/session.ts";
+import { cookieValue } from "../../tool/http/serve/index.ts";
 import { type InProcessKas, startInProcessKas } from "../kas/support/in-process.ts";
 import { MemoryViewsHub } from "../support/memory-views-hub.ts";
 import { rawExchange } from "../support/raw-http.ts";
@@ -109,7 +110,7 @@ async function logIn(url: string): Promise<string> {
     body: new URLSearchParams({ token: TOKEN }).toString(),
   });
   expect(res.status).toBe(303);
-  return `${SESSION_COOKIE}=${cookieOf(res.headers.get("set-cookie")!, SESSION_COOKIE)}`;
+  return `${SESSION_COOKIE}=${cookieValue(res.headers.get("set-cookie")!, SESSION_COOKIE)}`;
 }
 
 const logOut = (url: string, cookie: string) =>

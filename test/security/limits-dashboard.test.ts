@@ -3,10 +3,10 @@
 // is not cut by them; past the connection cap, connections are refused.
 import { fetch } from "undici";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { bundleDashboard } from "../../cmd/kas/dashboard/assets.ts";
-import { type DashboardServer, serveDashboard } from "../../cmd/kas/dashboard/server.ts";
-import { cookieOf, SESSION_COOKIE } from "../../cmd/kas/dashboard/session.ts";
-import type { ConnectionLimits } from "../../tool/http/serve/index.ts";
+import { bundleDashboard } from "../../modules/dashboard/kas/assets.ts";
+import { type DashboardServer, serveDashboard } from "../../modules/dashboard/kas/server.ts";
+import { SESSION_COOKIE } from "../../modules/dashboard/kas/session.ts";
+import { type ConnectionLimits, cookieValue } from "../../tool/http/serve/index.ts";
 import { type InProcessKas, startInProcessKas } from "../kas/support/in-process.ts";
 import {
   CLOSE_MS,
@@ -71,7 +71,7 @@ describe("dashboard: held connections are closed", () => {
       headers: { "content-type": "application/x-www-form-urlencoded" },
       body: new URLSearchParams({ token: TOKEN }).toString(),
     });
-    const cookie = `${SESSION_COOKIE}=${cookieOf(login.headers.get("set-cookie")!, SESSION_COOKIE)}`;
+    const cookie = `${SESSION_COOKIE}=${cookieValue(login.headers.get("set-cookie")!, SESSION_COOKIE)}`;
     const events = await fetch(`${server.url}/api/events`, { headers: { cookie } });
     expect(events.status).toBe(200);
     let text = "";

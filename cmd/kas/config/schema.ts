@@ -5,6 +5,7 @@
 import { z } from "zod";
 import { agentConfigurationKasSection } from "../../../modules/agent_configuration/kas/config.ts";
 import { actionCableKasSection } from "../../../modules/cluster_views/kas/actioncable-config.ts";
+import { dashboardKasSection } from "../../../modules/dashboard/kas/config.ts";
 import { gitopsKasSection } from "../../../modules/gitops/kas/config.ts";
 import { kubernetesApiKasSection } from "../../../modules/kubernetes_api/kas/config.ts";
 import { observabilityKasSection } from "../../../modules/observability/config.ts";
@@ -27,7 +28,6 @@ import {
   parseNonNegativeInt,
   parseUrl,
 } from "../../../tool/config/values.ts";
-import { dashboardKasSection } from "../dashboard/config.ts";
 import { gitalyKasSection } from "../repositories/config.ts";
 import { connectionLimitsKasSection } from "./connection-limits.ts";
 

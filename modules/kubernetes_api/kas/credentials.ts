@@ -3,6 +3,7 @@
 // (`Bearer pat:<agent id>:<token>`), the web UI's session (`_gitlab_kas` cookie, `Gitlab-Agent-Id`,
 // `X-Csrf-Token`), or, for development, a static agent token (`Bearer <token>`).
 import type { IncomingHttpHeaders } from "node:http";
+import { cookieValue } from "../../../tool/http/serve/index.ts";
 import { ProxyAccessError } from "./access.ts";
 
 export type ProxyCredentials =
@@ -89,19 +90,4 @@ function parseSession(cookie: string, headers: IncomingHttpHeaders): ProxyCreden
     cookie: decoded,
     csrfToken: csrf,
   };
-}
-
-/** The value of cookie `name` in a Cookie header (RFC 6265 `name=value; ...`). */
-export function cookieValue(header: string | undefined, name: string): string | undefined {
-  if (header === undefined) return undefined;
-  for (const pair of header.split(";")) {
-    const eq = pair.indexOf("=");
-    if (eq < 0) continue;
-    if (pair.slice(0, eq).trim() === name)
-      return pair
-        .slice(eq + 1)
-        .trim()
-        .replace(/^"(.*)"$/, "$1");
-  }
-  return undefined;
 }

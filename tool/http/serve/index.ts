@@ -1,5 +1,5 @@
 // Serving HTTP: listeners with their connection limits, the guard every front runs under, errors
-// as each front renders them, raw answers on upgraded connections, Server-Sent Events.
+// as each front renders them, raw answers on upgraded connections, Server-Sent Events, cookies.
 export { ClientGoneError } from "./client-gone.ts";
 export {
   type ConnectionLimits,
@@ -7,6 +7,7 @@ export {
   httpServerOptions,
   limitHttpServer,
 } from "./connection-limits.ts";
+export { type Cookie, cookieValue, readCookies } from "./cookies.ts";
 export { type EventStream, type EventStreamOptions, eventFrame, openEventStream } from "./event-stream.ts";
 export * from "./guard.ts";
 export * from "./http-error.ts";

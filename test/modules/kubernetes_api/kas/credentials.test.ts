@@ -4,10 +4,10 @@ import fc from "fast-check";
 import { describe, expect, test } from "vitest";
 import { ProxyAccessError } from "../../../../modules/kubernetes_api/kas/access.ts";
 import {
-  cookieValue,
   parseAuthorization,
   parseProxyCredentials,
 } from "../../../../modules/kubernetes_api/kas/credentials.ts";
+import { cookieValue } from "../../../../tool/http/serve/index.ts";
 
 const agentIds = fc.bigInt({ min: 1n, max: 2n ** 63n - 1n }).map(String);
 /** Tokens as GitLab issues them: no whitespace (":" allowed: only the first two separate). */

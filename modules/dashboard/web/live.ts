@@ -1,6 +1,6 @@
 // The page's link to kas: the agents' event stream (EventSource: reconnects by itself, with
 // Last-Event-ID), folded into the state. A 401 means the session ended: back to the login page.
-import type { ViewEvent } from "../../../../modules/cluster_views/views.ts";
+import type { ViewEvent } from "../../cluster_views/views.ts";
 
 export type LinkState = "connecting" | "live" | "reconnecting";
 

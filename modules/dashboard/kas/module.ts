@@ -1,12 +1,14 @@
 // The dashboard as a kas module: a front (it starts once the capabilities, the cluster views
-// among them, have), off unless dashboard.listen.address is set.
+// among them, have), off unless dashboard.listen.address is set. It reads the views through the
+// cluster views' public surface only (modules/cluster_views/index.ts); the hub itself comes from
+// `hubOf`, which the daemon's composition wires to `clusterViewsModule`'s `onHub`.
 import { readFile } from "node:fs/promises";
 import { Counter, Gauge } from "prom-client";
-import type { ViewsHub } from "../../../modules/cluster_views/views.ts";
-import type { KasModuleFactory } from "../../../modules/runtime/index.ts";
-import { listenerModule, Phase } from "../../../modules/runtime/index.ts";
 import { ConfigError } from "../../../tool/config/errors.ts";
 import type { ConnectionLimits } from "../../../tool/http/serve/index.ts";
+import type { ViewsHub } from "../../cluster_views/index.ts";
+import type { KasModuleFactory } from "../../runtime/index.ts";
+import { listenerModule, Phase } from "../../runtime/index.ts";
 import { loadDashboardAssets } from "./assets.ts";
 import type { DashboardKasConfig } from "./config.ts";
 import { RedisRevocations } from "./redis-revocations.ts";

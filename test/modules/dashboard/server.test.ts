@@ -4,10 +4,11 @@ import { createHmac } from "node:crypto";
 import { SignJWT } from "jose";
 import { fetch } from "undici";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { bundleDashboard } from "../../../cmd/kas/dashboard/assets.ts";
-import { type DashboardServer, serveDashboard } from "../../../cmd/kas/dashboard/server.ts";
-import { cookieOf, SESSION_COOKIE } from "../../../cmd/kas/dashboard/session.ts";
 import type { AgentViews } from "../../../modules/cluster_views/views.ts";
+import { bundleDashboard } from "../../../modules/dashboard/kas/assets.ts";
+import { type DashboardServer, serveDashboard } from "../../../modules/dashboard/kas/server.ts";
+import { SESSION_COOKIE } from "../../../modules/dashboard/kas/session.ts";
+import { cookieValue } from "../../../tool/http/serve/index.ts";
 import { MemoryViewsHub } from "../../support/memory-views-hub.ts";
 import { until } from "../../support/until.ts";
 
@@ -62,7 +63,7 @@ const login = (token: string, url = server.url) =>
   });
 async function session(): Promise<string> {
   const res = await login(TOKEN);
-  return `${SESSION_COOKIE}=${cookieOf(res.headers.get("set-cookie")!, SESSION_COOKIE)}`;
+  return `${SESSION_COOKIE}=${cookieValue(res.headers.get("set-cookie")!, SESSION_COOKIE)}`;
 }
 
 describe("without a session", () => {

@@ -3,8 +3,6 @@
 // configured, everything but the login page and the static bundle needs a session cookie.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
-import { serveEvents } from "../../../modules/cluster_views/kas/sse.ts";
-import type { ViewsHub } from "../../../modules/cluster_views/views.ts";
 import type { ListenConfig } from "../../../tool/config/values.ts";
 import {
   type ConnectionLimits,
@@ -16,6 +14,7 @@ import {
   requestTarget,
 } from "../../../tool/http/serve/index.ts";
 import type { RequestMetrics } from "../../../tool/observability/index.ts";
+import { serveEvents, type ViewsHub } from "../../cluster_views/index.ts";
 import type { DashboardAssets } from "./assets.ts";
 import { appPage, CONTENT_SECURITY_POLICY, loginPage } from "./pages.ts";
 import { MemoryRevocations, type SessionRevocations } from "./revocations.ts";

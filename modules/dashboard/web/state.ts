@@ -1,6 +1,6 @@
 // What the page knows: every agent's views, kept up to date from the event stream. Pure (no DOM),
 // so that the rules are tested apart from the browser.
-import type { AgentViews, Rollout, ViewEvent } from "../../../../modules/cluster_views/views.ts";
+import type { AgentViews, Rollout, ViewEvent } from "../../cluster_views/views.ts";
 
 export type Agents = ReadonlyMap<string, AgentViews>;
 

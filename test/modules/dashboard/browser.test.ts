@@ -4,9 +4,9 @@
 import { mkdir } from "node:fs/promises";
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, expect, test } from "vitest";
-import { bundleDashboard } from "../../../cmd/kas/dashboard/assets.ts";
-import { type DashboardServer, serveDashboard } from "../../../cmd/kas/dashboard/server.ts";
 import type { AgentViews, Rollout } from "../../../modules/cluster_views/views.ts";
+import { bundleDashboard } from "../../../modules/dashboard/kas/assets.ts";
+import { type DashboardServer, serveDashboard } from "../../../modules/dashboard/kas/server.ts";
 import { Chromium } from "../../support/chromium.ts";
 import { MemoryViewsHub } from "../../support/memory-views-hub.ts";
 

@@ -1,8 +1,8 @@
-// The page's state rules (cmd/kas/dashboard/web/state.ts), apart from the browser.
+// The page's state rules (modules/dashboard/web/state.ts), apart from the browser.
 import fc from "fast-check";
 import { expect, test } from "vitest";
-import { applyEvent, podTotals, sortedAgents } from "../../../cmd/kas/dashboard/web/state.ts";
 import type { AgentViews, ViewEvent } from "../../../modules/cluster_views/views.ts";
+import { applyEvent, podTotals, sortedAgents } from "../../../modules/dashboard/web/state.ts";
 
 const nodes = (ready: number) => ({
   total: 9,

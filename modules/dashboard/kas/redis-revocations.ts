@@ -3,7 +3,7 @@
 // anyway), looked up whenever this replica's own record does not already refuse the session. A
 // broadcast tells the other replicas at once, so that they end that session's open event streams
 // and remember it without asking Redis again.
-import type { Broadcast, KasRedis } from "../../../modules/runtime/index.ts";
+import type { Broadcast, KasRedis } from "../../runtime/index.ts";
 import { MemoryRevocations, type SessionRecord, type SessionRevocations } from "./revocations.ts";
 
 const CHANNEL = "dashboard_session_revoked";

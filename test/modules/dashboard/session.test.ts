@@ -2,8 +2,8 @@
 // cookie signed for longer (an older, longer session_ttl) is refused once the ttl has passed.
 import type { IncomingMessage } from "node:http";
 import { afterEach, expect, test, vi } from "vitest";
-import { MemoryRevocations } from "../../../cmd/kas/dashboard/revocations.ts";
-import { dashboardSessions } from "../../../cmd/kas/dashboard/session.ts";
+import { MemoryRevocations } from "../../../modules/dashboard/kas/revocations.ts";
+import { dashboardSessions } from "../../../modules/dashboard/kas/session.ts";
 
 afterEach(() => {
   vi.useRealTimers();

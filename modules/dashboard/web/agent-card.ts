@@ -1,6 +1,6 @@
 // One agent: whether it is connected, its nodes and pods, rollouts in progress, latest warnings.
 import { html } from "htm/preact";
-import type { AgentViews } from "../../../../modules/cluster_views/views.ts";
+import type { AgentViews } from "../../cluster_views/views.ts";
 import { formatBytes, formatCpu, podTotals, rolloutsInProgress } from "./state.ts";
 
 /** Warnings shown per agent (the view holds more). */

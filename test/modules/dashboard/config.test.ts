@@ -3,7 +3,7 @@
 import fc from "fast-check";
 import { describe, expect, test } from "vitest";
 import { buildKasConfig, ConfigError } from "../../../cmd/kas/config/index.ts";
-import { isLoopback } from "../../../cmd/kas/dashboard/config.ts";
+import { isLoopback } from "../../../modules/dashboard/kas/config.ts";
 
 const MINIMAL = { agent: { static_tokens_file: "/etc/kas/tokens.yaml" } };
 const issues = (raw: object, env: Record<string, string> = {}) => {

@@ -7,7 +7,7 @@
 import { createHmac, randomUUID, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { jwtVerify, SignJWT } from "jose";
-import { HttpError } from "../../../tool/http/serve/index.ts";
+import { cookieValue, HttpError } from "../../../tool/http/serve/index.ts";
 import type { SessionRecord, SessionRevocations } from "./revocations.ts";
 
 export const SESSION_COOKIE = "kas_dashboard_session";
@@ -49,7 +49,7 @@ export function dashboardSessions(token: string, o: SessionOptions): DashboardSe
   const attributes = `Path=/; HttpOnly; SameSite=Strict${o.secure ? "; Secure" : ""}`;
   /** The session a cookie holds, if this dashboard signed it and it has not expired (revoked or not). */
   const signed = async (req: IncomingMessage): Promise<SessionRecord | undefined> => {
-    const jwt = cookieOf(req.headers.cookie, SESSION_COOKIE);
+    const jwt = cookieValue(req.headers.cookie, SESSION_COOKIE);
     if (jwt === undefined) return undefined;
     try {
       const { payload } = await jwtVerify(jwt, key, {
@@ -116,15 +116,4 @@ export function dashboardSessions(token: string, o: SessionOptions): DashboardSe
 /** Same-length digests, so the comparison says nothing of the token's length either. */
 function digest(text: string): Buffer {
   return createHmac("sha256", "kas dashboard token").update(text).digest();
-}
-
-/** The value of cookie `name` in a Cookie header (RFC 6265 `name=value; name2=value2`). */
-export function cookieOf(header: string | undefined, name: string): string | undefined {
-  if (header === undefined) return undefined;
-  for (const pair of header.split(";")) {
-    const eq = pair.indexOf("=");
-    if (eq < 0) continue;
-    if (pair.slice(0, eq).trim() === name) return pair.slice(eq + 1).trim();
-  }
-  return undefined;
 }

@@ -1,5 +1,5 @@
 // The dashboard page's script and styles. `npm run build` bundles them (esbuild) next to the
-// compiled server (dist/cmd/kas/dashboard/web/app.{js,css}); run from source, kas bundles them
+// compiled server (dist/modules/dashboard/web/app.{js,css}); run from source, kas bundles them
 // once when the dashboard starts. Either way they are served from memory.
 import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
@@ -9,8 +9,8 @@ export interface DashboardAssets {
   "app.css": Buffer;
 }
 
-const BUILT = new URL("./web/", import.meta.url);
-const ENTRY = fileURLToPath(new URL("./web/main.ts", import.meta.url));
+const BUILT = new URL("../web/", import.meta.url);
+const ENTRY = fileURLToPath(new URL("../web/main.ts", import.meta.url));
 
 export async function loadDashboardAssets(): Promise<DashboardAssets> {
   try {

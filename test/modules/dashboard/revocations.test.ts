@@ -2,9 +2,9 @@
 // session back in, and in a real redis-server, where each entry lives exactly as long as its cookie.
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { RedisRevocations } from "../../../cmd/kas/dashboard/redis-revocations.ts";
-import { MemoryRevocations, type SessionRecord } from "../../../cmd/kas/dashboard/revocations.ts";
 import { InProcessBroadcast } from "../../../cmd/kas/shared/broadcast.ts";
+import { RedisRevocations } from "../../../modules/dashboard/kas/redis-revocations.ts";
+import { MemoryRevocations, type SessionRecord } from "../../../modules/dashboard/kas/revocations.ts";
 import { RedisServer } from "../../support/redis-server.ts";
 
 const TTL = 60_000;

@@ -2,7 +2,7 @@
 // kas bundles this with esbuild).
 import { html, render } from "htm/preact";
 import { useEffect, useState } from "preact/hooks";
-import type { ViewEvent } from "../../../../modules/cluster_views/views.ts";
+import type { ViewEvent } from "../../cluster_views/views.ts";
 import { AgentCard } from "./agent-card.ts";
 import { followEvents, type LinkState } from "./live.ts";
 import { type Agents, applyEvent, sortedAgents } from "./state.ts";
