@@ -3,9 +3,9 @@
  * session skips the Duplex's stream machinery for each message. The Duplex still carries the
  * lifecycle ('end', 'close', 'error', end(), destroy()) and every write that must wait.
  *
- * What it saves: in bench:tunnel's 64 B echo, each message crossed a Readable (push, a nextTick
- * to read more) and a Writable (write, its completion) twice per round trip; see BENCHMARKS.md
- * "Issue 17, second pass".
+ * Why: without it, each message of a small echo crosses a Readable (push, a nextTick to read more)
+ * and a Writable (write, its completion) twice per round trip, which dominates bench:tunnel's 64 B
+ * echo.
  */
 export interface MessagePath {
   /**
