@@ -1,17 +1,73 @@
-import { AgentAuthError } from "./errors.ts";
-import type { AgentInfo, GitalyInfo, GitalyRepository } from "./types.ts";
+// `GET /api/v4/internal/kubernetes/agent_info` (header `Authorization: Bearer <agent token>`):
+// who an agent token belongs to, and where its configuration project is in Gitaly.
+import { agentTokenHeaders, type GitLabClient, type GitLabRefusals } from "./client.ts";
+import { Reader } from "./reader.ts";
+
+export const AGENT_INFO_PATH = "/api/v4/internal/kubernetes/agent_info";
+
+/** Where a project lives in Gitaly (`gitaly_info`). */
+export interface GitalyInfo {
+  address: string;
+  /** A secret: never log it. */
+  token?: string;
+  features: Record<string, string>;
+}
+
+/** A project's repository in Gitaly (`gitaly_repository`). */
+export interface GitalyRepository {
+  storageName: string;
+  relativePath: string;
+  glRepository: string;
+  glProjectPath: string;
+  gitObjectDirectory?: string;
+  gitAlternateObjectDirectories?: string[];
+}
+
+/** GitLab's answer. Ids are decimal strings (GitLab's are 64-bit). */
+export interface AgentInfoResponse {
+  agentId: string;
+  projectId: string;
+  agentName: string;
+  defaultBranch?: string;
+  gitalyInfo: GitalyInfo;
+  gitalyRepository: GitalyRepository;
+}
+
+const AGENT_INFO_REFUSALS: GitLabRefusals = {
+  what: "agent_info",
+  unauthenticated: "agent token is invalid or revoked",
+  forbidden: "GitLab refused the agent token",
+  notFound: "agent not found",
+};
+
+/** Who `agentToken` belongs to. Rejects with a GitLabError (or `signal`'s reason). */
+export function getAgentInfo(
+  client: GitLabClient,
+  agentToken: string,
+  signal?: AbortSignal,
+): Promise<AgentInfoResponse> {
+  return client.request(
+    {
+      method: "GET",
+      path: AGENT_INFO_PATH,
+      headers: agentTokenHeaders(agentToken),
+      refusals: AGENT_INFO_REFUSALS,
+      parse: parseAgentInfoResponse,
+    },
+    signal,
+  );
+}
 
 /**
- * Checks the JSON body of GitLab's `GET /api/v4/internal/kubernetes/agent_info` and turns it into
- * an {@link AgentInfo}. The wire names are GitLab's: project_id, agent_id, agent_name,
- * gitaly_info {address, token, features}, gitaly_repository {storage_name, relative_path,
- * gl_repository, gl_project_path, ...}, default_branch. A body of another shape is an
- * `unavailable` error that says which field is wrong (GitLab and kas versions disagree).
+ * Checks the JSON body of `agent_info`. The wire names are GitLab's: project_id, agent_id,
+ * agent_name, gitaly_info {address, token, features}, gitaly_repository {storage_name,
+ * relative_path, gl_repository, gl_project_path, ...}, default_branch. A body of another shape is
+ * an `unavailable` GitLabError that says which field is wrong (GitLab and kas versions disagree).
  */
-export function parseAgentInfoResponse(body: unknown): AgentInfo {
+export function parseAgentInfoResponse(body: unknown): AgentInfoResponse {
   const r = new Reader("agent_info response");
   const root = r.object(body, "");
-  const info: AgentInfo = {
+  const info: AgentInfoResponse = {
     projectId: r.id(root, "project_id"),
     agentId: r.id(root, "agent_id"),
     agentName: r.string(root, "agent_name"),
@@ -54,54 +110,4 @@ export function parseGitalyRepository(r: Reader, o: Record<string, unknown>): Gi
     if (alternates.length > 0) repo.gitAlternateObjectDirectories = alternates;
   }
   return repo;
-}
-
-/** Field accessors that fail with the field's name. */
-export class Reader {
-  constructor(readonly what: string) {}
-
-  fail(field: string, message: string): AgentAuthError {
-    return new AgentAuthError(
-      "unavailable",
-      `GitLab returned an unexpected ${this.what}: ${field}: ${message}`,
-    );
-  }
-
-  object(v: unknown, field: string): Record<string, unknown> {
-    if (typeof v !== "object" || v === null || Array.isArray(v)) {
-      throw this.fail(field || "(body)", `expected an object, got ${kind(v)}`);
-    }
-    return v as Record<string, unknown>;
-  }
-
-  string(o: Record<string, unknown>, key: string, prefix = "", allowEmpty = false): string {
-    const v = o[key];
-    if (typeof v !== "string") throw this.fail(prefix + key, `expected a string, got ${kind(v)}`);
-    if (!allowEmpty && v === "") throw this.fail(prefix + key, "must not be empty");
-    return v;
-  }
-
-  optionalString(
-    o: Record<string, unknown>,
-    key: string,
-    prefix = "",
-    allowEmpty = false,
-  ): string | undefined {
-    return o[key] === undefined || o[key] === null ? undefined : this.string(o, key, prefix, allowEmpty);
-  }
-
-  /** GitLab ids are positive integers; JSON numbers (or digit strings, for ids beyond 2^53). */
-  id(o: Record<string, unknown>, key: string): string {
-    const v = o[key];
-    if (typeof v === "number" && Number.isSafeInteger(v) && v > 0) return String(v);
-    if (typeof v === "string" && /^[1-9]\d*$/.test(v)) return v;
-    throw this.fail(key, `expected a positive integer id, got ${kind(v)}`);
-  }
-}
-
-function kind(v: unknown): string {
-  if (v === null) return "null";
-  if (Array.isArray(v)) return "an array";
-  if (typeof v === "number") return `the number ${v}`;
-  return typeof v;
 }

@@ -1,21 +1,21 @@
+// GitLab's REST API as kas calls it: GitLab's base URL (a relative URL root included), kas's own
+// JWT on every request, retries with backoff within a deadline, GitLab's refusals read into a
+// GitLabError. The endpoints are one file each beside this one; they describe their request and
+// read their answer, this file carries them.
 import { readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Agent, type Dispatcher, request } from "undici";
-import { Backoff, type BackoffOptions } from "../../../lib/tunnel/index.ts";
-import { parseAgentInfoResponse } from "./agent-info.ts";
-import { AgentAuthError } from "./errors.ts";
+import { Backoff, type BackoffOptions } from "../../lib/tunnel/index.ts";
+import { GitLabError } from "./errors.ts";
 import { KAS_API_REQUEST_HEADER, signKasApiJwt } from "./kas-jwt.ts";
-import type { AgentAuthenticator, AgentInfo, AuthenticateOptions } from "./types.ts";
 
-export const AGENT_INFO_PATH = "/api/v4/internal/kubernetes/agent_info";
-
-/** What the authenticator needs to log; a pino logger fits. */
-export interface AuthLog {
+/** What the client logs; a pino logger fits. */
+export interface GitLabLog {
   warn(obj: object, msg: string): void;
   error(obj: object, msg: string): void;
 }
 
-export interface GitLabAuthenticatorOptions {
+export interface GitLabClientOptions {
   /** GitLab's base URL, e.g. "https://gitlab.example.com" or with a relative root "https://example.com/gitlab". */
   gitlabUrl: string;
   /** The 32-byte secret shared with GitLab (gitlab.authentication_secret_file). */
@@ -32,50 +32,17 @@ export interface GitLabAuthenticatorOptions {
   backoff?: BackoffOptions;
   /** Largest response body read. Default 1 MiB. */
   maxBodyBytes?: number;
-  /** Default: an undici Agent of its own (closed by {@link GitLabAuthenticator.close}). */
+  /** Default: an undici Agent of its own (closed by {@link GitLabClient.close}). */
   dispatcher?: Dispatcher;
-  log?: AuthLog;
+  log?: GitLabLog;
   userAgent?: string;
 }
 
-/** The client settings of the `gitlab` section: GitLab's URL, CA, timeouts; the shared secret. */
-export function gitlabClientOptions(
-  gitlab: {
-    address: string;
-    caCertificateFile?: string | undefined;
-    requestTimeoutMs: number;
-    retryDeadlineMs: number;
-  },
-  secret: Uint8Array,
-  log?: AuthLog,
-): GitLabAuthenticatorOptions {
-  return {
-    gitlabUrl: gitlab.address,
-    secret,
-    ...(gitlab.caCertificateFile !== undefined && { caFile: gitlab.caCertificateFile }),
-    requestTimeoutMs: gitlab.requestTimeoutMs,
-    retryDeadlineMs: gitlab.retryDeadlineMs,
-    ...(log && { log }),
-  };
-}
-
-/** One request to GitLab's API (kas's JWT is added). */
-export interface GitLabCall {
-  method: "GET" | "POST";
-  /** From GitLab's root, e.g. "/api/v4/job/allowed_agents". */
-  path: string;
-  query?: Record<string, string>;
-  /** Credentials of whom kas asks about (lowercase names). */
-  headers: Record<string, string>;
-  /** A body, sent as JSON. */
-  json?: unknown;
-}
-
-/** How one internal API endpoint's refusals read (401 is also how GitLab refuses kas's own JWT). */
-export interface InternalApiRefusals {
-  /** The endpoint, for logs: "agent_info", "project_info". */
+/** How one endpoint's refusals read (401 is also how GitLab refuses kas's own JWT). */
+export interface GitLabRefusals {
+  /** The endpoint, for logs and messages: "agent_info", "project_info". */
   what: string;
-  /** 401: the agent token is not known (GitLab's detail is not shown). */
+  /** 401: the credentials asked about are not known (GitLab's detail is not shown). */
   unauthenticated: string;
   /** 403, followed by GitLab's detail. */
   forbidden: string;
@@ -83,14 +50,27 @@ export interface InternalApiRefusals {
   notFound: string;
 }
 
+/** One request to GitLab's API (kas's JWT is added), and how its answer reads. */
+export interface GitLabRequest<T> {
+  method: "GET" | "POST";
+  /** From GitLab's root, e.g. "/api/v4/job/allowed_agents". */
+  path: string;
+  query?: Record<string, string>;
+  /** Credentials of whom kas asks about (lowercase names), e.g. `authorization`, `job-token`. */
+  headers: Record<string, string>;
+  /** A body, sent as JSON. */
+  json?: unknown;
+  refusals: GitLabRefusals;
+  /** Reads a 200's JSON body; throws an `unavailable` GitLabError (see Reader) for one of the wrong shape. */
+  parse: (json: unknown) => T;
+}
+
 /**
- * GitLab's internal API (`/api/v4/internal/kubernetes/...`) as kas calls it with an agent's token:
- * `Authorization: Bearer <agent token>` and kas's own JWT in `Gitlab-Kas-Api-Request`. 401/403/404
- * are answers (AgentAuthError unauthenticated / permission_denied / not_found); everything else
- * (5xx, network, timeouts, bodies of the wrong shape) is `unavailable` and retried with backoff
- * until the deadline. Shared by the agent authentication and the project access lookups.
+ * GitLab's API as kas calls it, with kas's own JWT in `Gitlab-Kas-Api-Request`. 401/403/404 are
+ * answers (GitLabError unauthenticated / forbidden / not_found); everything else (5xx, network,
+ * timeouts, bodies of the wrong shape) is `unavailable` and retried with backoff until the deadline.
  */
-export class GitLabInternalApi {
+export class GitLabClient {
   readonly #base: URL;
   /** GitLab's relative URL root without a trailing slash ("" at the root). */
   readonly #basePath: string;
@@ -102,14 +82,14 @@ export class GitLabInternalApi {
   readonly #maxAttempts: number;
   readonly #backoff: BackoffOptions;
   readonly #maxBodyBytes: number;
-  readonly #log: AuthLog | undefined;
+  readonly #log: GitLabLog | undefined;
   readonly #userAgent: string;
 
-  constructor(options: GitLabAuthenticatorOptions) {
+  constructor(options: GitLabClientOptions) {
     this.#base = new URL(options.gitlabUrl);
     this.#basePath = this.#base.pathname.replace(/\/+$/, "");
     this.#base.search = "";
-    if (options.secret.length === 0) throw new RangeError("GitLabAuthenticator: empty secret");
+    if (options.secret.length === 0) throw new RangeError("GitLabClient: empty secret");
     this.#secret = options.secret;
     this.#requestTimeoutMs = options.requestTimeoutMs ?? 5000;
     this.#retryDeadlineMs = options.retryDeadlineMs ?? 8000;
@@ -132,38 +112,14 @@ export class GitLabInternalApi {
   }
 
   /**
-   * `GET <gitlab><path>?<query>` with the agent's token; a 200's JSON body goes to `parse` (which
-   * throws an `unavailable` AgentAuthError for a body of the wrong shape).
+   * One request to GitLab with kas's JWT (and `req.headers`, e.g. an agent's `Authorization` or a
+   * job's `Job-Token`; a `json` body is sent as JSON), retried while it fails `unavailable`.
+   * Rejects with a GitLabError, or with `signal`'s reason once it aborts.
    */
-  get<T>(
-    path: string,
-    query: Record<string, string>,
-    token: string,
-    refusals: InternalApiRefusals,
-    parse: (json: unknown) => T,
-    signal?: AbortSignal,
-  ): Promise<T> {
-    return this.call(
-      { method: "GET", path, query, headers: { authorization: `Bearer ${token}` } },
-      refusals,
-      parse,
-      signal,
-    );
-  }
-
-  /**
-   * One request to GitLab with kas's JWT (and `call.headers`, e.g. a job's `Job-Token`; a `json`
-   * body is sent as JSON), retried as {@link get}.
-   */
-  async call<T>(
-    call: GitLabCall,
-    refusals: InternalApiRefusals,
-    parse: (json: unknown) => T,
-    signal?: AbortSignal,
-  ): Promise<T> {
+  async request<T>(req: GitLabRequest<T>, signal?: AbortSignal): Promise<T> {
     const url = new URL(this.#base.href);
-    url.pathname = `${this.#basePath}${call.path}`;
-    for (const [k, v] of Object.entries(call.query ?? {})) url.searchParams.set(k, v);
+    url.pathname = `${this.#basePath}${req.path}`;
+    for (const [k, v] of Object.entries(req.query ?? {})) url.searchParams.set(k, v);
     const deadline = Date.now() + this.#retryDeadlineMs;
     const backoff = new Backoff(this.#backoff);
     for (let attempt = 1; ; attempt++) {
@@ -172,20 +128,19 @@ export class GitLabInternalApi {
       try {
         const { status, body } = await this.#attempt(
           url.href,
-          call,
+          req,
           Math.min(this.#requestTimeoutMs, remaining),
           signal,
         );
-        return this.#interpret(status, body, refusals, parse);
+        return this.#interpret(status, body, req);
       } catch (err) {
-        if (!(err instanceof AgentAuthError) || err.definitive || signal?.aborted) throw err;
+        if (!(err instanceof GitLabError) || !err.retryable || signal?.aborted) throw err;
         const delay = backoff.next();
         const exhausted = attempt >= this.#maxAttempts || Date.now() + delay >= deadline;
+        const { what } = req.refusals;
         this.#log?.warn(
           { err: err.message, attempt, ...(!exhausted && { retryInMs: delay }) },
-          exhausted
-            ? `GitLab ${refusals.what} failed, giving up`
-            : `GitLab ${refusals.what} failed, retrying`,
+          exhausted ? `GitLab ${what} failed, giving up` : `GitLab ${what} failed, retrying`,
         );
         if (exhausted) throw err;
         await sleep(delay, undefined, signal ? { signal } : {});
@@ -195,7 +150,7 @@ export class GitLabInternalApi {
 
   async #attempt(
     url: string,
-    call: GitLabCall,
+    req: GitLabRequest<unknown>,
     timeoutMs: number,
     signal: AbortSignal | undefined,
   ): Promise<{ status: number; body: string }> {
@@ -203,22 +158,22 @@ export class GitLabInternalApi {
     let response: Dispatcher.ResponseData;
     try {
       response = await request(url, {
-        method: call.method,
+        method: req.method,
         dispatcher: this.#dispatcher,
         signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
         headers: {
-          ...call.headers,
+          ...req.headers,
           [KAS_API_REQUEST_HEADER.toLowerCase()]: await signKasApiJwt(this.#secret),
           accept: "application/json",
           "user-agent": this.#userAgent,
-          ...(call.json !== undefined && { "content-type": "application/json" }),
+          ...(req.json !== undefined && { "content-type": "application/json" }),
         },
-        ...(call.json !== undefined && { body: JSON.stringify(call.json) }),
+        ...(req.json !== undefined && { body: JSON.stringify(req.json) }),
       });
     } catch (err) {
       if (signal?.aborted) throw signal.reason;
       const why = timeout.aborted ? `no answer within ${timeoutMs} ms` : describeNetworkError(err);
-      throw new AgentAuthError("unavailable", `GitLab is unreachable: ${why}`, { cause: err });
+      throw new GitLabError("unavailable", `GitLab is unreachable: ${why}`, { cause: err });
     }
     const body = await this.#readBody(response, signal, timeout);
     return { status: response.statusCode, body };
@@ -232,56 +187,62 @@ export class GitLabInternalApi {
         size += chunk.length;
         if (size > this.#maxBodyBytes) {
           response.body.destroy();
-          throw new AgentAuthError(
-            "unavailable",
-            `GitLab's answer is larger than ${this.#maxBodyBytes} bytes`,
-          );
+          throw new GitLabError("unavailable", `GitLab's answer is larger than ${this.#maxBodyBytes} bytes`, {
+            status: response.statusCode,
+          });
         }
         chunks.push(chunk);
       }
       return Buffer.concat(chunks).toString("utf8");
     } catch (err) {
-      if (err instanceof AgentAuthError) throw err;
+      if (err instanceof GitLabError) throw err;
       if (signal?.aborted) throw signal.reason;
       const why = timeout.aborted ? "timed out reading the answer" : describeNetworkError(err);
-      throw new AgentAuthError("unavailable", `GitLab is unreachable: ${why}`, { cause: err });
+      throw new GitLabError("unavailable", `GitLab is unreachable: ${why}`, { cause: err });
     }
   }
 
-  #interpret<T>(status: number, body: string, refusals: InternalApiRefusals, parse: (json: unknown) => T): T {
-    const detail = gitlabMessage(body);
+  #interpret<T>(status: number, body: string, req: GitLabRequest<T>): T {
+    const { refusals } = req;
+    const gitlabMessage = gitlabMessageOf(body);
+    const answered = { status, gitlabMessage };
     switch (status) {
       case 200: {
         let json: unknown;
         try {
           json = JSON.parse(body);
         } catch {
-          throw new AgentAuthError(
+          throw new GitLabError(
             "unavailable",
             `GitLab returned an ${refusals.what} response that is not JSON`,
           );
         }
-        return parse(json);
+        return req.parse(json);
       }
       case 401:
-        if (/KAS JWT/i.test(detail)) {
-          // GitLab refused kas itself, not the agent: every agent would be refused. Say so loudly.
+        if (/KAS JWT/i.test(gitlabMessage)) {
+          // GitLab refused kas itself, not whom kas asked about: every answer would be a refusal. Say so loudly.
           this.#log?.error(
-            { gitlabMessage: detail },
+            { gitlabMessage },
             "GitLab rejected kas's JWT: gitlab.authentication_secret_file must hold the same secret as GitLab's gitlab_kas secret",
           );
-          throw new AgentAuthError(
+          throw new GitLabError(
             "unavailable",
             "kas cannot authenticate to GitLab (shared secret mismatch)",
+            answered,
           );
         }
-        throw new AgentAuthError("unauthenticated", refusals.unauthenticated);
+        throw new GitLabError("unauthenticated", refusals.unauthenticated, answered);
       case 403:
-        throw new AgentAuthError("permission_denied", `${refusals.forbidden}${suffix(detail)}`);
+        throw new GitLabError("forbidden", `${refusals.forbidden}${suffix(gitlabMessage)}`, answered);
       case 404:
-        throw new AgentAuthError("not_found", `${refusals.notFound}${suffix(detail)}`);
+        throw new GitLabError("not_found", `${refusals.notFound}${suffix(gitlabMessage)}`, answered);
       default:
-        throw new AgentAuthError("unavailable", `GitLab answered HTTP ${status}${suffix(detail)}`);
+        throw new GitLabError(
+          "unavailable",
+          `GitLab answered HTTP ${status}${suffix(gitlabMessage)}`,
+          answered,
+        );
     }
   }
 
@@ -291,45 +252,13 @@ export class GitLabInternalApi {
   }
 }
 
-const AGENT_INFO_REFUSALS: InternalApiRefusals = {
-  what: "agent_info",
-  unauthenticated: "agent token is invalid or revoked",
-  forbidden: "GitLab refused the agent token",
-  notFound: "agent not found",
-};
-
-/**
- * Authenticates agent tokens against GitLab's internal API: `GET /api/v4/internal/kubernetes/agent_info`
- * with the agent's token as `Authorization: Bearer` and kas's own JWT in `Gitlab-Kas-Api-Request`.
- * 401/403/404 are answers; everything else (5xx, network, timeouts, bodies of the wrong shape) is
- * `unavailable` and retried with backoff until the deadline. No caching here: see CachedAuthenticator.
- */
-export class GitLabAuthenticator implements AgentAuthenticator {
-  readonly #api: GitLabInternalApi;
-
-  constructor(options: GitLabAuthenticatorOptions) {
-    this.#api = new GitLabInternalApi(options);
-  }
-
-  authenticateAgent(token: string, options: AuthenticateOptions = {}): Promise<AgentInfo> {
-    return this.#api.get(
-      AGENT_INFO_PATH,
-      {},
-      token,
-      AGENT_INFO_REFUSALS,
-      parseAgentInfoResponse,
-      options.signal,
-    );
-  }
-
-  /** Closes the connection pool if this authenticator created it. */
-  close(): Promise<void> {
-    return this.#api.close();
-  }
+/** An agent's token, as GitLab's internal API (`/api/v4/internal/kubernetes/...`) takes it. */
+export function agentTokenHeaders(agentToken: string): Record<string, string> {
+  return { authorization: `Bearer ${agentToken}` };
 }
 
 /** GitLab's API errors are `{"message": "..."}`; anything else is not shown (it could echo a header). */
-function gitlabMessage(body: string): string {
+function gitlabMessageOf(body: string): string {
   try {
     const message = (JSON.parse(body) as { message?: unknown }).message;
     if (typeof message === "string") return message.slice(0, 200).replace(/[^\x20-\x7e]/g, "?");
