@@ -23,6 +23,7 @@ import type {
 } from "../../modules/runtime/index.ts";
 import { AgentConfigurations, ModuleRunner } from "../../modules/runtime/index.ts";
 import { serviceProxyModule } from "../../modules/service_proxy/kas/module.ts";
+import type { GitLabClient } from "../../tool/gitlab/index.ts";
 import { AgentHttpProxy } from "../../tool/http/proxy/index.ts";
 import { createAgentRpcServer } from "./agent-rpc.ts";
 import type { AgentListener } from "./agents/index.ts";
@@ -32,11 +33,11 @@ import {
   type ConfiguredAuthenticator,
   createAgentAuthenticate,
   createAuthenticatorFromConfig,
+  createGitLabClientFromConfig,
+  createProjectAccessFromConfig,
   kubernetesProxyAccess,
   TokenRecheck,
 } from "./auth/index.ts";
-import { type ConfiguredProjectAccess, createProjectAccessFromConfig } from "./auth/project-access.ts";
-import type { ConfiguredProxyAccess } from "./auth/proxy-access.ts";
 import type { KasConfig, KasSecrets } from "./config/index.ts";
 import { agentListenerModule, agentRpcModule, apiFrontModule } from "./core-modules.ts";
 import { createKasMetrics, type KasMetrics, type Logger, ReadinessChecks } from "./observability/index.ts";
@@ -107,9 +108,8 @@ export function createKasServer(options: KasServerOptions): KasServer {
     },
   });
 
+  let gitlab: GitLabClient | undefined;
   let authenticator: ConfiguredAuthenticator | undefined;
-  let projects: ConfiguredProjectAccess | undefined;
-  let proxyAccess: ConfiguredProxyAccess | undefined;
   let tokenRecheck: TokenRecheck | undefined;
   let router: Router | undefined;
   let agentHttp: AgentHttpProxy | undefined;
@@ -145,9 +145,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
     await repositories?.close();
     await shared?.close();
     tokenRecheck?.destroy();
-    await authenticator?.close();
-    await projects?.close();
-    await proxyAccess?.close();
+    await gitlab?.close();
   };
 
   return {
@@ -169,9 +167,10 @@ export function createKasServer(options: KasServerOptions): KasServer {
 
     async start() {
       try {
-        authenticator = await createAuthenticatorFromConfig(config, secrets, log);
-        projects = createProjectAccessFromConfig(config, secrets, log);
-        proxyAccess = await kubernetesProxyAccess(config, secrets, log);
+        gitlab = createGitLabClientFromConfig(config, secrets, log);
+        authenticator = await createAuthenticatorFromConfig(config, gitlab);
+        const projects = createProjectAccessFromConfig(config, gitlab);
+        const proxyAccess = await kubernetesProxyAccess(config);
         if (authenticator.recheckIntervalMs !== undefined) {
           tokenRecheck = new TokenRecheck({
             authenticator,
@@ -290,6 +289,7 @@ export function createKasServer(options: KasServerOptions): KasServer {
           configurations: new AgentConfigurations(),
           connectionLimits: config.connectionLimits,
           ...(shared.redis && { redis: shared.redis }),
+          ...(gitlab && { gitlab }),
         });
       } catch (err) {
         await stop(0).catch(() => {});

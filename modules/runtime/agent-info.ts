@@ -1,22 +1,10 @@
 // Who an agent is, as GitLab's `agent_info` (or the static tokens file) says: the seam's types for
 // the authenticators that produce it and the repositories that read from where it points.
 
-/** Where the agent's project lives in Gitaly, as GitLab's `agent_info` reports it. */
-export interface GitalyInfo {
-  address: string;
-  /** A secret: never log it. */
-  token?: string;
-  features: Record<string, string>;
-}
+import type { GitalyInfo, GitalyRepository } from "../../tool/gitlab/agent-info.ts";
 
-export interface GitalyRepository {
-  storageName: string;
-  relativePath: string;
-  glRepository: string;
-  glProjectPath: string;
-  gitObjectDirectory?: string;
-  gitAlternateObjectDirectories?: string[];
-}
+/** Where the agent's project lives in Gitaly, as GitLab's `agent_info` reports it (the client's types). */
+export type { GitalyInfo, GitalyRepository } from "../../tool/gitlab/agent-info.ts";
 
 /** Who an agent token belongs to. Ids are decimal strings (GitLab's are 64-bit). */
 export interface AgentInfo {

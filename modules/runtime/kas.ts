@@ -9,6 +9,7 @@ import type { Registry } from "prom-client";
 import type { Router } from "../../lib/router/index.ts";
 import type { StreamDispatcher, TunnelSession } from "../../lib/tunnel/index.ts";
 import type { AgentToken } from "../../tool/agent-token.ts";
+import type { GitLabClient } from "../../tool/gitlab/index.ts";
 import type { AgentHttpProxy } from "../../tool/http/proxy/index.ts";
 import type { ConnectionLimits } from "../../tool/http/serve/index.ts";
 import type { Logger, ReadinessChecks, RequestMetrics } from "../../tool/observability/index.ts";
@@ -160,6 +161,8 @@ export interface KasModuleDeps {
   repositories: RepositoryReader;
   /** Which projects an agent may read, and where they are. */
   projects: ProjectAccess;
+  /** GitLab's REST API (tool/gitlab: one function per endpoint); absent without gitlab.address. */
+  gitlab?: GitLabClient;
   broadcast: Broadcast;
   /** Each agent's configuration as kas read it (any replica's, through Redis when clustered). */
   configurations: AgentConfigurations;

@@ -1,5 +1,5 @@
 import { tokenDigest } from "../../../tool/agent-token.ts";
-import { AnswerCache, type AnswerCacheOptions } from "./answer-cache.ts";
+import { AnswerCache, type AnswerCacheOptions } from "../../../tool/gitlab/index.ts";
 import { AgentAuthError } from "./errors.ts";
 import type { AgentAuthenticator, AgentInfo, AuthenticateOptions } from "./types.ts";
 

@@ -1,7 +1,8 @@
+import { GitLabClient } from "../../../tool/gitlab/index.ts";
 import type { KasConfig, KasSecrets } from "../config/index.ts";
 import { CachedAuthenticator } from "./cached-authenticator.ts";
 import { AgentAuthError } from "./errors.ts";
-import { type AuthLog, GitLabAuthenticator, gitlabClientOptions } from "./gitlab-authenticator.ts";
+import { type AuthLog, GitLabAuthenticator } from "./gitlab-authenticator.ts";
 import { loadStaticTokens } from "./static-authenticator.ts";
 import type { AgentAuthenticator, AgentInfo, AuthenticateOptions } from "./types.ts";
 
@@ -12,34 +13,47 @@ export interface ConfiguredAuthenticator extends AgentAuthenticator {
    * answers never change).
    */
   readonly recheckIntervalMs: number | undefined;
-  close(): Promise<void>;
+}
+
+/**
+ * GitLab's REST client the `gitlab` section asks for (its URL, CA, timeouts; the shared secret),
+ * one for all of kas: agent authentication, project access and the modules (`deps.gitlab`).
+ * Undefined without gitlab.address.
+ */
+export function createGitLabClientFromConfig(
+  config: KasConfig,
+  secrets: KasSecrets,
+  log?: AuthLog,
+): GitLabClient | undefined {
+  const { gitlab } = config;
+  if (gitlab.address === undefined) return undefined;
+  if (secrets.gitlabAuthSecret === undefined)
+    throw new Error("gitlab.authentication_secret_file was not read");
+  return new GitLabClient({
+    gitlabUrl: gitlab.address,
+    secret: secrets.gitlabAuthSecret,
+    ...(gitlab.caCertificateFile !== undefined && { caFile: gitlab.caCertificateFile }),
+    requestTimeoutMs: gitlab.requestTimeoutMs,
+    retryDeadlineMs: gitlab.retryDeadlineMs,
+    ...(log && { log }),
+  });
 }
 
 /**
  * The authenticator the configuration asks for: static tokens (agent.static_tokens_file), GitLab
- * with a cache (gitlab.address), or both — static tokens first, GitLab for every other token.
+ * with a cache (gitlab.address: `gitlabClient`), or both — static tokens first, GitLab for every
+ * other token.
  */
 export async function createAuthenticatorFromConfig(
   config: KasConfig,
-  secrets: KasSecrets,
-  log?: AuthLog,
+  gitlabClient: GitLabClient | undefined,
 ): Promise<ConfiguredAuthenticator> {
   const chain: AgentAuthenticator[] = [];
-  let gitlab: GitLabAuthenticator | undefined;
   if (config.agent.staticTokensFile !== undefined)
     chain.push(await loadStaticTokens(config.agent.staticTokensFile));
-  if (config.gitlab.address !== undefined) {
-    if (secrets.gitlabAuthSecret === undefined)
-      throw new Error("gitlab.authentication_secret_file was not read");
-    gitlab = new GitLabAuthenticator(
-      gitlabClientOptions(
-        { ...config.gitlab, address: config.gitlab.address },
-        secrets.gitlabAuthSecret,
-        log,
-      ),
-    );
+  if (gitlabClient !== undefined) {
     chain.push(
-      new CachedAuthenticator(gitlab, {
+      new CachedAuthenticator(new GitLabAuthenticator(gitlabClient), {
         ttlMs: config.agent.infoCacheTtlMs,
         errorTtlMs: config.agent.infoCacheErrorTtlMs,
         maxEntries: config.agent.infoCacheMaxEntries,
@@ -49,7 +63,7 @@ export async function createAuthenticatorFromConfig(
   if (chain.length === 0)
     throw new Error("no agent authentication configured (gitlab.address or agent.static_tokens_file)");
   return {
-    recheckIntervalMs: gitlab === undefined ? undefined : config.agent.infoCacheTtlMs,
+    recheckIntervalMs: gitlabClient === undefined ? undefined : config.agent.infoCacheTtlMs,
     async authenticateAgent(token: string, options?: AuthenticateOptions): Promise<AgentInfo> {
       for (const [i, authenticator] of chain.entries()) {
         try {
@@ -61,6 +75,5 @@ export async function createAuthenticatorFromConfig(
       }
       throw new AgentAuthError("unauthenticated", "agent token is invalid or revoked");
     },
-    close: async () => gitlab?.close(),
   };
 }

@@ -1,10 +1,12 @@
 export { AgentToken, tokenDigest, tokenFingerprint } from "../../../tool/agent-token.ts";
-export { parseAgentInfoResponse } from "./agent-info.ts";
 export { CachedAuthenticator, type CacheOptions } from "./cached-authenticator.ts";
 export { AgentAuthError, type AgentAuthErrorCode } from "./errors.ts";
-export { type ConfiguredAuthenticator, createAuthenticatorFromConfig } from "./from-config.ts";
 export {
-  AGENT_INFO_PATH,
+  type ConfiguredAuthenticator,
+  createAuthenticatorFromConfig,
+  createGitLabClientFromConfig,
+} from "./from-config.ts";
+export {
   type AuthLog,
   GitLabAuthenticator,
   type GitLabAuthenticatorOptions,
@@ -15,15 +17,8 @@ export {
   bearerToken,
   createAgentAuthenticate,
 } from "./handshake.ts";
-export {
-  KAS_API_REQUEST_HEADER,
-  KAS_JWT_AUDIENCE,
-  KAS_JWT_ISSUER,
-  type KasJwtOptions,
-  signKasApiJwt,
-} from "./kas-jwt.ts";
-export { agentTokenAccess, type ConfiguredProxyAccess, kubernetesProxyAccess } from "./proxy-access.ts";
-export { GitLabProxyAuthorization } from "./proxy-gitlab.ts";
+export { createProjectAccessFromConfig } from "./project-access.ts";
+export { agentTokenAccess, kubernetesProxyAccess } from "./proxy-access.ts";
 export {
   loadStaticTokens,
   parseStaticTokens,

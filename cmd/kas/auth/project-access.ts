@@ -1,7 +1,7 @@
 // Which projects an agent may read, and where their repositories are (the GitOps module's manifest
-// projects): GitLab's `GET /api/v4/internal/kubernetes/project_info?id=<id or full path>` with the
-// agent's token (cached per token and project); without GitLab, the `manifest_projects` of the
-// agent's entry in the static tokens file.
+// projects): GitLab's `project_info` (tool/gitlab/project-info.ts) with the agent's token (cached
+// per token and project); without GitLab, the `manifest_projects` of the agent's entry in the
+// static tokens file.
 
 import {
   type AgentIdentity,
@@ -11,40 +11,21 @@ import {
   type ProjectRepository,
 } from "../../../modules/runtime/kas.ts";
 import { tokenDigest } from "../../../tool/agent-token.ts";
-import type { KasConfig, KasSecrets } from "../config/index.ts";
-import { parseGitalyInfo, parseGitalyRepository, Reader } from "./agent-info.ts";
-import { AnswerCache, type AnswerCacheOptions } from "./answer-cache.ts";
-import { AgentAuthError } from "./errors.ts";
 import {
-  type AuthLog,
-  GitLabInternalApi,
-  gitlabClientOptions,
-  type InternalApiRefusals,
-} from "./gitlab-authenticator.ts";
+  AnswerCache,
+  type AnswerCacheOptions,
+  type GitLabClient,
+  GitLabError,
+  getProjectInfo,
+  type ProjectInfoResponse,
+} from "../../../tool/gitlab/index.ts";
+import type { KasConfig } from "../config/index.ts";
 
-export const PROJECT_INFO_PATH = "/api/v4/internal/kubernetes/project_info";
-
-const PROJECT_INFO_REFUSALS: InternalApiRefusals = {
-  what: "project_info",
-  unauthenticated: "GitLab does not accept the agent's token",
-  forbidden: "the agent may not read this project",
-  notFound: "no such project",
-};
-
-/**
- * The body of GitLab's `project_info`: `{project_id, gitaly_info, gitaly_repository,
- * default_branch}` (GitLab's wire names) -> where the project's repository is in Gitaly.
- */
-export function parseProjectInfoResponse(body: unknown): ProjectRepository {
-  const r = new Reader("project_info response");
-  const root = r.object(body, "");
+/** GitLab's answer as the modules read it: where the project's repository is in Gitaly. */
+export function projectRepositoryOf(info: ProjectInfoResponse): ProjectRepository {
   return {
-    projectId: r.id(root, "project_id"),
-    location: {
-      backend: "gitaly",
-      gitaly: parseGitalyInfo(r, r.object(root.gitaly_info, "gitaly_info")),
-      repository: parseGitalyRepository(r, r.object(root.gitaly_repository, "gitaly_repository")),
-    },
+    projectId: info.projectId,
+    location: { backend: "gitaly", gitaly: info.gitalyInfo, repository: info.gitalyRepository },
   };
 }
 
@@ -90,11 +71,12 @@ export type GitLabProjectAccessOptions = AnswerCacheOptions;
  * `unavailable` is never cached.
  */
 export class GitLabProjectAccess implements ProjectAccess {
-  readonly #api: GitLabInternalApi;
+  readonly #client: GitLabClient;
   readonly #cache: AnswerCache<ProjectRepository, ProjectAccessError>;
 
-  constructor(api: GitLabInternalApi, options: GitLabProjectAccessOptions = {}) {
-    this.#api = api;
+  /** `client` stays its owner's: closing it is the owner's business. */
+  constructor(client: GitLabClient, options: GitLabProjectAccessOptions = {}) {
+    this.#client = client;
     this.#cache = new AnswerCache((err) => {
       const error = err as ProjectAccessError; // the lookup below throws only these
       return { error, definitive: error.code !== "unavailable" };
@@ -111,26 +93,20 @@ export class GitLabProjectAccess implements ProjectAccess {
     const token = agent.token.reveal();
     // Shared by every caller: no single caller's signal may cancel it; the API's deadline bounds it.
     const lookup = () =>
-      this.#api
-        .get(PROJECT_INFO_PATH, { id: project }, token, PROJECT_INFO_REFUSALS, parseProjectInfoResponse)
-        .catch((err: unknown) => {
-          throw toAccessError(project, err);
-        });
+      getProjectInfo(this.#client, token, project).then(projectRepositoryOf, (err: unknown) => {
+        throw toAccessError(project, err);
+      });
     return this.#cache.get(`${tokenDigest(token).toString("base64")}\0${project}`, lookup, signal);
-  }
-
-  close(): Promise<void> {
-    return this.#api.close();
   }
 }
 
 function toAccessError(project: string, err: unknown): ProjectAccessError {
-  if (!(err instanceof AgentAuthError)) {
+  if (!(err instanceof GitLabError)) {
     return refused("unavailable", project, `cannot ask GitLab: ${(err as Error)?.message ?? String(err)}`);
   }
-  switch (err.code) {
+  switch (err.kind) {
     case "unauthenticated":
-    case "permission_denied":
+    case "forbidden":
       return refused("forbidden", project, `GitLab refuses the agent access: ${err.message}`);
     case "not_found":
       return refused(
@@ -143,42 +119,27 @@ function toAccessError(project: string, err: unknown): ProjectAccessError {
   }
 }
 
-export interface ConfiguredProjectAccess extends ProjectAccess {
-  close(): Promise<void>;
-}
-
 /**
- * Agents authenticated by GitLab (their identity names a Gitaly server) ask GitLab; agents of the
- * static tokens file read their `manifest_projects`.
+ * Agents authenticated by GitLab (their identity names a Gitaly server) ask GitLab (`gitlab`, from
+ * gitlab.address); agents of the static tokens file read their `manifest_projects`.
  */
 export function createProjectAccessFromConfig(
   config: KasConfig,
-  secrets: KasSecrets,
-  log?: AuthLog,
-): ConfiguredProjectAccess {
+  gitlab: GitLabClient | undefined,
+): ProjectAccess {
   const local = new StaticProjectAccess();
-  let gitlab: GitLabProjectAccess | undefined;
-  if (config.gitlab.address !== undefined && secrets.gitlabAuthSecret !== undefined) {
-    gitlab = new GitLabProjectAccess(
-      new GitLabInternalApi(
-        gitlabClientOptions(
-          { ...config.gitlab, address: config.gitlab.address },
-          secrets.gitlabAuthSecret,
-          log,
-        ),
-      ),
-      {
-        ttlMs: config.agent.gitops.projectInfoCacheTtlMs,
-        errorTtlMs: config.agent.infoCacheErrorTtlMs,
-        maxEntries: config.agent.infoCacheMaxEntries,
-      },
-    );
-  }
+  const viaGitLab =
+    gitlab &&
+    new GitLabProjectAccess(gitlab, {
+      ttlMs: config.agent.gitops.projectInfoCacheTtlMs,
+      errorTtlMs: config.agent.infoCacheErrorTtlMs,
+      maxEntries: config.agent.infoCacheMaxEntries,
+    });
   return {
     repositoryFor(agent, project, signal) {
-      const viaGitLab = gitlab !== undefined && agent.gitalyInfo !== undefined;
-      return viaGitLab ? gitlab!.repositoryFor(agent, project, signal) : local.repositoryFor(agent, project);
+      return viaGitLab !== undefined && agent.gitalyInfo !== undefined
+        ? viaGitLab.repositoryFor(agent, project, signal)
+        : local.repositoryFor(agent, project);
     },
-    close: async () => gitlab?.close(),
   };
 }

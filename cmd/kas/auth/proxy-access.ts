@@ -1,9 +1,11 @@
+// The Kubernetes API proxy's access as kas's configuration composes it: static dev tokens
+// (agent.static_tokens_file, answered by kas's agent authentication), browsers from
+// gitlab.external_url, the bound on GitLab's cached answers. What GitLab says about CI jobs and
+// users is the module's own business (modules/kubernetes_api/kas/proxy-gitlab.ts, on `deps.gitlab`).
 import { ProxyAccessError } from "../../../modules/kubernetes_api/kas/access.ts";
 import type { KubernetesApiAccess } from "../../../modules/kubernetes_api/kas/module.ts";
-import type { KasConfig, KasSecrets } from "../config/index.ts";
+import type { KasConfig } from "../config/index.ts";
 import { AgentAuthError } from "./errors.ts";
-import { type AuthLog, GitLabInternalApi, gitlabClientOptions } from "./gitlab-authenticator.ts";
-import { GitLabProxyAuthorization } from "./proxy-gitlab.ts";
 import { loadStaticTokens, staticTokenFor } from "./static-authenticator.ts";
 import type { AgentAuthenticator } from "./types.ts";
 
@@ -24,46 +26,19 @@ export function agentTokenAccess(
   };
 }
 
-export interface ConfiguredProxyAccess extends KubernetesApiAccess {
-  close(): Promise<void>;
-}
-
 /**
- * Who may use the Kubernetes API proxy: CI jobs and users through GitLab (gitlab.address), holders
- * of the static dev tokens (agent.static_tokens_file); browsers from gitlab.external_url only.
+ * Who may use the Kubernetes API proxy besides those GitLab vouches for: holders of the static dev
+ * tokens (agent.static_tokens_file); browsers from gitlab.external_url only.
  */
-export async function kubernetesProxyAccess(
-  config: KasConfig,
-  secrets: KasSecrets,
-  log?: AuthLog,
-): Promise<ConfiguredProxyAccess> {
+export async function kubernetesProxyAccess(config: KasConfig): Promise<KubernetesApiAccess> {
   const { staticTokensFile } = config.agent;
-  let gitlab: GitLabProxyAuthorization | undefined;
-  if (config.gitlab.address !== undefined && secrets.gitlabAuthSecret !== undefined) {
-    const { kubernetesApi } = config.agent;
-    gitlab = new GitLabProxyAuthorization(
-      new GitLabInternalApi(
-        gitlabClientOptions(
-          { ...config.gitlab, address: config.gitlab.address },
-          secrets.gitlabAuthSecret,
-          log,
-        ),
-      ),
-      {
-        ttlMs: kubernetesApi.allowedAgentCacheTtlMs,
-        errorTtlMs: kubernetesApi.allowedAgentCacheErrorTtlMs,
-        maxEntries: config.agent.infoCacheMaxEntries,
-      },
-    );
-  }
   const external = config.gitlab.externalUrl;
   return {
     ...(staticTokensFile !== undefined && {
       agentToken: agentTokenAccess(await loadStaticTokens(staticTokensFile)),
       staticTokenOf: (agentId: string) => staticTokenFor(staticTokensFile, agentId),
     }),
-    ...(gitlab && { gitlab }),
     ...(external !== undefined && { cors: { allowedOrigins: [new URL(external).origin] } }),
-    close: async () => gitlab?.close(),
+    gitlabAnswersMaxEntries: config.agent.infoCacheMaxEntries,
   };
 }

@@ -13,15 +13,25 @@ import type { KubernetesApiConfig } from "./config.ts";
 import type { CorsPolicy } from "./cors.ts";
 import { kubeconfigRoute } from "./kubeconfig-route.ts";
 import { proxyTls } from "./listener-tls.ts";
+import { GitLabProxyAuthorization } from "./proxy-gitlab.ts";
 import { serveKubernetesProxy } from "./proxy-server.ts";
 
-export interface KubernetesApiAccess extends Omit<ProxyAuthorizationOptions, "configurations"> {
+/**
+ * Who may use the proxy besides CI jobs and users (whom GitLab vouches for, through `deps.gitlab`),
+ * as kas's composition decides it.
+ */
+export interface KubernetesApiAccess extends Omit<ProxyAuthorizationOptions, "configurations" | "gitlab"> {
   cors?: CorsPolicy;
+  /** GitLab's answers kept at most (agent.info_cache_max_entries); default AnswerCache's. */
+  gitlabAnswersMaxEntries?: number;
   /** The agent's static dev token, if it has one: the token of the kubeconfig GitLab's API answers. */
   staticTokenOf?: (agentId: string) => Promise<string | undefined>;
 }
 
-/** `dataDir`: where kas keeps the certificate it makes when none is configured. */
+/**
+ * `dataDir`: where kas keeps the certificate it makes when none is configured. CI jobs and users
+ * are asked about at GitLab (`deps.gitlab`); without it they are refused.
+ */
 export function kubernetesApiModule(
   config: KubernetesApiConfig,
   access: KubernetesApiAccess,
@@ -33,14 +43,25 @@ export function kubernetesApiModule(
     "kubernetes_api",
     Phase.front,
     "kubernetesApi",
-    async ({ log, requests, agentHttp, configurations, connectionLimits }) => {
+    async ({ log, requests, agentHttp, configurations, connectionLimits, gitlab }) => {
       const tls = await proxyTls(config, dataDir);
+      const gitlabAnswers =
+        gitlab &&
+        new GitLabProxyAuthorization(gitlab, {
+          ttlMs: config.allowedAgentCacheTtlMs,
+          errorTtlMs: config.allowedAgentCacheErrorTtlMs,
+          ...(access.gitlabAnswersMaxEntries !== undefined && { maxEntries: access.gitlabAnswersMaxEntries }),
+        });
       if (tls.caFile)
         log.info({ caFile: tls.caFile }, "Kubernetes API proxy: TLS with kas's own certificate");
       listening = await serveKubernetesProxy({
         listen: { ...config.listen, ...tls },
         urlPathPrefix: config.urlPathPrefix,
-        authorize: authorizeProxyRequest({ ...access, configurations }),
+        authorize: authorizeProxyRequest({
+          ...(access.agentToken && { agentToken: access.agentToken }),
+          ...(gitlabAnswers && { gitlab: gitlabAnswers }),
+          configurations,
+        }),
         proxy: agentHttp,
         metrics: requests,
         ...(access.cors && { cors: access.cors }),

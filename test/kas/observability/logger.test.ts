@@ -1,7 +1,7 @@
 import { describe, expect, test } from "vitest";
 import { AgentToken } from "../../../cmd/kas/auth/index.ts";
-import { signKasApiJwt } from "../../../cmd/kas/auth/kas-jwt.ts";
 import { createLogger } from "../../../cmd/kas/observability/index.ts";
+import { signKasApiJwt } from "../../../tool/gitlab/kas-jwt.ts";
 
 const TOKEN = "glagent-Zr8kWq2vNc5xLp0sYt7uBe4h";
 const GITALY_TOKEN = "gitaly-very-secret-value";

@@ -3,7 +3,6 @@
 // manifest_projects, checked with errors that name the entry and never the token.
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { GitLabInternalApi } from "../../../../cmd/kas/auth/gitlab-authenticator.ts";
 import { GitLabProjectAccess, StaticProjectAccess } from "../../../../cmd/kas/auth/project-access.ts";
 import {
   parseStaticTokens,
@@ -11,6 +10,7 @@ import {
 } from "../../../../cmd/kas/auth/static-authenticator.ts";
 import { type AgentIdentity, ProjectAccessError } from "../../../../modules/runtime/index.ts";
 import { AgentToken } from "../../../../tool/agent-token.ts";
+import { GitLabClient } from "../../../../tool/gitlab/index.ts";
 import { GitLabApiServer } from "../../../support/gitlab-api.ts";
 
 const TOKEN = "glagent-project-access-Hq3vN8sL";
@@ -35,6 +35,7 @@ async function refusal(p: Promise<unknown>): Promise<ProjectAccessError> {
 
 describe("GitLabProjectAccess (project_info)", () => {
   let gitlab: GitLabApiServer;
+  let client: GitLabClient;
   let access: GitLabProjectAccess;
   let now = 0;
 
@@ -48,17 +49,15 @@ describe("GitLabProjectAccess (project_info)", () => {
         { projectId: 100, path: "group/private", readers: [] },
       ],
     });
-    access = new GitLabProjectAccess(
-      new GitLabInternalApi({ gitlabUrl: gitlab.url, secret, maxAttempts: 1 }),
-      {
-        ttlMs: 1000,
-        errorTtlMs: 500,
-        now: () => now,
-      },
-    );
+    client = new GitLabClient({ gitlabUrl: gitlab.url, secret, maxAttempts: 1 });
+    access = new GitLabProjectAccess(client, {
+      ttlMs: 1000,
+      errorTtlMs: 500,
+      now: () => now,
+    });
   });
   afterAll(async () => {
-    await access?.close();
+    await client?.close();
     await gitlab?.close();
   });
 

@@ -3,9 +3,9 @@
 // token however many callers at once; refusals for the error TTL; "GitLab down" never cached).
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { GitLabInternalApi } from "../../../../cmd/kas/auth/gitlab-authenticator.ts";
-import { GitLabProxyAuthorization } from "../../../../cmd/kas/auth/proxy-gitlab.ts";
 import { ProxyAccessError } from "../../../../modules/kubernetes_api/kas/access.ts";
+import { GitLabProxyAuthorization } from "../../../../modules/kubernetes_api/kas/proxy-gitlab.ts";
+import { GitLabClient } from "../../../../tool/gitlab/index.ts";
 import {
   ALLOWED_AGENTS_PATH,
   AUTHORIZE_PROXY_USER_PATH,
@@ -13,6 +13,7 @@ import {
 } from "../../../support/gitlab-api.ts";
 
 let gitlab: GitLabApiServer;
+let client: GitLabClient;
 let gl: GitLabProxyAuthorization;
 let now = 0;
 const calls = (path: string) => gitlab.requests.filter((r) => r.path === path).length;
@@ -36,17 +37,15 @@ beforeAll(async () => {
     accessType: "personal_access_token",
     agents: { 42: { configProjectId: 7, accessAs: { agent: {} } } },
   });
-  gl = new GitLabProxyAuthorization(
-    new GitLabInternalApi({ gitlabUrl: gitlab.url, secret, maxAttempts: 1 }),
-    {
-      ttlMs: 1000,
-      errorTtlMs: 500,
-      now: () => now,
-    },
-  );
+  client = new GitLabClient({ gitlabUrl: gitlab.url, secret, maxAttempts: 1 });
+  gl = new GitLabProxyAuthorization(client, {
+    ttlMs: 1000,
+    errorTtlMs: 500,
+    now: () => now,
+  });
 });
 afterAll(async () => {
-  await gl?.close();
+  await client?.close();
   await gitlab?.close();
 });
 

@@ -1,5 +1,6 @@
-// GitLab's answers about tokens, cached: what both agent authentication (`agent_info`) and project
-// access (`project_info`) need. Keys are never tokens (callers key by the token's digest).
+// GitLab's answers, cached: agent authentication (`agent_info`), project access (`project_info`),
+// the Kubernetes API proxy's callers (`allowed_agents`, `authorize_proxy_user`). Keys are never
+// credentials (callers key by a digest).
 
 export interface AnswerCacheOptions {
   /** How long an answer is reused. Default 5 min. */

@@ -3,8 +3,7 @@
 // job (the test server's, Rails' field names) reads back as the job, protected_branches_only included.
 import fc from "fast-check";
 import { describe, expect, test } from "vitest";
-import { AgentAuthError } from "../../../cmd/kas/auth/errors.ts";
-import { parseAllowedAgentsResponse } from "../../../cmd/kas/auth/proxy-gitlab.ts";
+import { GitLabError, parseAllowedAgentsResponse } from "../../../tool/gitlab/index.ts";
 import { allowedAgentsBody, type TestJob } from "../../support/gitlab-api.ts";
 
 const id = fc.integer({ min: 1, max: 2 ** 31 });
@@ -64,8 +63,9 @@ describe("parseAllowedAgentsResponse", () => {
         try {
           parseAllowedAgentsResponse(b);
         } catch (err) {
-          expect(err).toBeInstanceOf(AgentAuthError);
-          expect((err as AgentAuthError).httpStatus).toBe(503);
+          expect(err).toBeInstanceOf(GitLabError);
+          expect((err as GitLabError).kind).toBe("unavailable"); // what kas answers with 503
+          expect((err as GitLabError).retryable).toBe(true);
         }
       }),
     );

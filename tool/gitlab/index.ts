@@ -1,0 +1,50 @@
+export {
+  AGENT_INFO_PATH,
+  type AgentInfoResponse,
+  type GitalyInfo,
+  type GitalyRepository,
+  getAgentInfo,
+  parseAgentInfoResponse,
+} from "./agent-info.ts";
+export {
+  ALLOWED_AGENTS_PATH,
+  type AllowedAgent,
+  type AllowedAgentsForJob,
+  type CiAccessAs,
+  getAllowedAgentsForJob,
+  type ImpersonateConfig,
+  parseAllowedAgentsResponse,
+} from "./allowed-agents.ts";
+export { AnswerCache, type AnswerCacheOptions } from "./answer-cache.ts";
+export {
+  AUTHORIZE_PROXY_USER_PATH,
+  authorizeProxyUser,
+  type ProxyUserAuthorization,
+  type ProxyUserRequest,
+  parseAuthorizeProxyUserResponse,
+  type RoleAccess,
+  type UserAccessType,
+} from "./authorize-proxy-user.ts";
+export {
+  agentTokenHeaders,
+  GitLabClient,
+  type GitLabClientOptions,
+  type GitLabLog,
+  type GitLabRefusals,
+  type GitLabRequest,
+} from "./client.ts";
+export { GitLabError, type GitLabErrorKind } from "./errors.ts";
+export {
+  KAS_API_REQUEST_HEADER,
+  KAS_JWT_AUDIENCE,
+  KAS_JWT_ISSUER,
+  type KasJwtOptions,
+  signKasApiJwt,
+} from "./kas-jwt.ts";
+export {
+  getProjectInfo,
+  PROJECT_INFO_PATH,
+  type ProjectInfoResponse,
+  parseProjectInfoResponse,
+} from "./project-info.ts";
+export { Reader } from "./reader.ts";
