@@ -49,6 +49,25 @@ const FILE = (name: string) => `.gitlab/agents/${name}/config.yaml`;
 const config = (marker: string) => `ci_access:\n  groups:\n    - id: ${marker}\n`;
 const markerOf = (c: AgentConfiguration | undefined) => c?.ci_access?.groups?.[0]?.id;
 
+const PATHS = [
+  { path: "B", token: TOKEN, id: 42, project: 7, name: "prod" },
+  { path: "A", token: OTHER_TOKEN, id: 43, project: 8, name: "staging" },
+  { path: "C", token: THIRD_TOKEN, id: 44, project: 9, name: "qa" },
+] as const;
+type Path = (typeof PATHS)[number];
+
+/** What the rounds use: each path's repository and kas, the wait for a marker, the push, kas's rate-limit waits. */
+interface Setup {
+  repoOf: Map<PushPath, GitRepo>;
+  target: Record<PushPath, InProcessKas>;
+  appliedAt(marker: string, timeoutMs: number): Promise<number>;
+  push(kas: InProcessKas, projectId: number): Promise<void>;
+  /** Signs the JWTs anew (they expire). */
+  renewJwts(): void;
+  /** kas_gitaly_rate_limited_total on A and C. */
+  waits(): Promise<number>;
+}
+
 export async function measurePush(o: PushOptions): Promise<PushResult> {
   const dir = await mkdtemp(join(tmpdir(), "bench-config-push-"));
   const redis = await RedisServer.start();
@@ -63,28 +82,8 @@ export async function measurePush(o: PushOptions): Promise<PushResult> {
     deferredRounds: {},
   };
   try {
-    const paths = [
-      { path: "B", token: TOKEN, id: 42, project: 7, name: "prod" },
-      { path: "A", token: OTHER_TOKEN, id: 43, project: 8, name: "staging" },
-      { path: "C", token: THIRD_TOKEN, id: 44, project: 9, name: "qa" },
-    ] as const;
-    const repoOf = new Map<PushPath, GitRepo>();
-    for (const p of paths) {
-      const repo = await GitRepo.init();
-      repos.push(repo);
-      repoOf.set(p.path, repo);
-      await repo.commit({ [FILE(p.name)]: config("bench/start") });
-    }
-    const tokensFile = join(dir, "tokens.yaml");
-    await writeFile(
-      tokensFile,
-      paths
-        .map(
-          (p) =>
-            `${p.token}: {agentId: ${p.id}, projectId: ${p.project}, agentName: ${p.name}, repository: ${JSON.stringify(repoOf.get(p.path)!.path)}}`,
-        )
-        .join("\n"),
-    );
+    const repoOf = await createRepositories(repos);
+    const tokensFile = await writeTokens(dir, repoOf);
     // kas's defaults but the poll period: an hour, so that only the notification brings a change.
     const start = (withRedis: boolean) =>
       startInProcessKas(
@@ -100,48 +99,100 @@ export async function measurePush(o: PushOptions): Promise<PushResult> {
     kases.push(b);
     const c = await start(false);
     kases.push(c);
-    const target = { B: b, A: a, C: c } as const;
     // agentk sets its log level from the configuration: its lines go nowhere.
     const quiet = () => createLogger({ level: "info", destination: { write: () => true } });
-    for (const p of paths) {
+    for (const p of PATHS) {
       const kasUrl = (p.path === "C" ? c : a).addresses.agent;
       agents.push(await startInProcessAgentk({ kasUrl, token: p.token, log: quiet() }));
     }
-
-    // Each agentk's applied configurations, as they come: the time the marker first showed.
-    const waiters = new Map<string, (t: number) => void>();
-    for (const agent of agents) {
-      void (async () => {
-        for await (const cfg of agent.agent.configuration.watch(abort.signal)) {
-          const t = performance.now();
-          const m = markerOf(cfg);
-          if (m !== undefined) waiters.get(m)?.(t);
-        }
-      })();
-    }
-    const appliedAt = (marker: string, timeoutMs: number) =>
-      new Promise<number>((resolve, reject) => {
-        const timer = setTimeout(() => {
-          waiters.delete(marker);
-          reject(new Error(`${marker} was not applied within ${timeoutMs} ms`));
-        }, timeoutMs);
-        waiters.set(marker, (t) => {
-          clearTimeout(timer);
-          waiters.delete(marker);
-          resolve(t);
-        });
-      });
-    for (const agent of agents) {
-      const until = Date.now() + 15_000;
-      while (markerOf(agent.agent.configuration.current) !== "bench/start") {
-        if (Date.now() > until) throw new Error("agentk did not get its first configuration");
-        await sleep(20);
-      }
-    }
+    const appliedAt = watchApplied(agents, abort.signal);
+    await awaitFirstConfigurations(agents);
     o.log(`  push: kas A, B on Redis ${redis.port}, C alone; each agentk has its configuration`);
 
-    const jwts = new Map<InProcessKas, string>();
-    const push = async (kas: InProcessKas, projectId: number) => {
+    const setup: Setup = { repoOf, target: { B: b, A: a, C: c }, appliedAt, ...kasCalls([a, c]) };
+    const live = await warmUp(o, setup, result);
+    await sleep(o.paceMs);
+    await rounds(o, setup, live, result);
+    return result;
+  } finally {
+    abort.abort();
+    await Promise.all(agents.map((x) => x.stop()));
+    for (const k of kases) await k.close();
+    await redis.close();
+    await Promise.all(repos.map((r) => r.remove()));
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** One configuration repository per path, its first commit made (each is added to `repos` for removal). */
+async function createRepositories(repos: GitRepo[]): Promise<Map<PushPath, GitRepo>> {
+  const repoOf = new Map<PushPath, GitRepo>();
+  for (const p of PATHS) {
+    const repo = await GitRepo.init();
+    repos.push(repo);
+    repoOf.set(p.path, repo);
+    await repo.commit({ [FILE(p.name)]: config("bench/start") });
+  }
+  return repoOf;
+}
+
+/** kas's static tokens file: each path's agent and its repository. */
+async function writeTokens(dir: string, repoOf: Map<PushPath, GitRepo>): Promise<string> {
+  const tokensFile = join(dir, "tokens.yaml");
+  await writeFile(
+    tokensFile,
+    PATHS.map(
+      (p) =>
+        `${p.token}: {agentId: ${p.id}, projectId: ${p.project}, agentName: ${p.name}, repository: ${JSON.stringify(repoOf.get(p.path)!.path)}}`,
+    ).join("\n"),
+  );
+  return tokensFile;
+}
+
+/**
+ * Each agentk's applied configurations, as they come: resolves with the time a marker first
+ * showed (rejects after `timeoutMs`).
+ */
+function watchApplied(agents: InProcessAgentk[], signal: AbortSignal): Setup["appliedAt"] {
+  const waiters = new Map<string, (t: number) => void>();
+  for (const agent of agents) {
+    void (async () => {
+      for await (const cfg of agent.agent.configuration.watch(signal)) {
+        const t = performance.now();
+        const m = markerOf(cfg);
+        if (m !== undefined) waiters.get(m)?.(t);
+      }
+    })();
+  }
+  return (marker, timeoutMs) =>
+    new Promise<number>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        waiters.delete(marker);
+        reject(new Error(`${marker} was not applied within ${timeoutMs} ms`));
+      }, timeoutMs);
+      waiters.set(marker, (t) => {
+        clearTimeout(timer);
+        waiters.delete(marker);
+        resolve(t);
+      });
+    });
+}
+
+async function awaitFirstConfigurations(agents: InProcessAgentk[]): Promise<void> {
+  for (const agent of agents) {
+    const until = Date.now() + 15_000;
+    while (markerOf(agent.agent.configuration.current) !== "bench/start") {
+      if (Date.now() > until) throw new Error("agentk did not get its first configuration");
+      await sleep(20);
+    }
+  }
+}
+
+/** GitLab's push notification to a kas, and the rate-limit waits of `counted` (from their metrics). */
+function kasCalls(counted: InProcessKas[]): Pick<Setup, "push" | "renewJwts" | "waits"> {
+  const jwts = new Map<InProcessKas, string>();
+  return {
+    async push(kas, projectId) {
       let jwt = jwts.get(kas);
       if (jwt === undefined) {
         jwt = await gitlabJwt(kas.apiSecret);
@@ -153,69 +204,69 @@ export async function measurePush(o: PushOptions): Promise<PushResult> {
         headers: { "content-type": "application/json", "gitlab-kas-api-request": jwt },
       });
       if (res.status !== 204) throw new Error(`git_push answered ${res.status}: ${await res.text()}`);
-    };
-    const waits = async () => {
+    },
+    renewJwts: () => jwts.clear(),
+    async waits() {
       let n = 0;
-      for (const kas of [a, c]) {
+      for (const kas of counted) {
         const text = await (await fetch(`${kas.addresses.observability}/metrics`)).text();
         for (const m of text.matchAll(/^kas_gitaly_rate_limited_total\{[^}]*\} (\S+)$/gm)) n += Number(m[1]);
       }
       return n;
-    };
+    },
+  };
+}
 
-    // Warm-up, one round per path, not counted: until both replicas' Redis clients are connected
-    // and subscribed, a push may be refused (503) or published before A listens (lost). A path
-    // that does not work within 15 attempts is reported failed and left out of the rounds.
-    for (const p of paths) {
-      const repo = repoOf.get(p.path)!;
-      for (let attempt = 1; ; attempt++) {
-        const marker = `bench/warmup-${p.name}-${attempt}`;
-        await repo.commit({ [FILE(p.name)]: config(marker) });
-        const applied = appliedAt(marker, 2_000);
-        try {
-          await push(target[p.path], p.project);
-          await applied;
-          result.ms[p.path] = [];
+/**
+ * Warm-up, one round per path, not counted: until both replicas' Redis clients are connected
+ * and subscribed, a push may be refused (503) or published before A listens (lost). A path
+ * that does not work within 15 attempts is reported failed and left out of the rounds.
+ */
+async function warmUp(o: PushOptions, setup: Setup, result: PushResult): Promise<Path[]> {
+  for (const p of PATHS) {
+    const repo = setup.repoOf.get(p.path)!;
+    for (let attempt = 1; ; attempt++) {
+      const marker = `bench/warmup-${p.name}-${attempt}`;
+      await repo.commit({ [FILE(p.name)]: config(marker) });
+      const applied = setup.appliedAt(marker, 2_000);
+      try {
+        await setup.push(setup.target[p.path], p.project);
+        await applied;
+        result.ms[p.path] = [];
+        break;
+      } catch (err) {
+        await applied.catch(() => {});
+        if (attempt >= 15) {
+          result.failed[p.path] = (err as Error).message;
+          o.log(`  push: path ${p.path} does not work: ${(err as Error).message}`);
           break;
-        } catch (err) {
-          await applied.catch(() => {});
-          if (attempt >= 15) {
-            result.failed[p.path] = (err as Error).message;
-            o.log(`  push: path ${p.path} does not work: ${(err as Error).message}`);
-            break;
-          }
         }
       }
     }
-    const live = paths.filter((p) => result.ms[p.path] !== undefined);
-    await sleep(o.paceMs);
-    const waits0 = await waits();
-    let waitsBefore = waits0;
-    for (let i = 0; i < live.length * o.rounds; i++) {
-      if (i % 30 === 0) jwts.clear(); // signed anew now and then (they expire)
-      const began = performance.now();
-      const p = live[i % live.length]!;
-      const marker = `bench/round-${i}`;
-      await repoOf.get(p.path)!.commit({ [FILE(p.name)]: config(marker) });
-      const applied = appliedAt(marker, 30_000);
-      const t0 = performance.now();
-      await push(target[p.path], p.project);
-      result.ms[p.path]!.push((await applied) - t0);
-      // Outside the timed part: did this round wait for a rate limit?
-      const waitsAfter = await waits();
-      if (waitsAfter > waitsBefore) result.deferredRounds[p.path] = (result.deferredRounds[p.path] ?? 0) + 1;
-      waitsBefore = waitsAfter;
-      const rest = o.paceMs - (performance.now() - began);
-      if (rest > 0) await sleep(rest);
-    }
-    result.rateLimitWaits = (await waits()) - waits0;
-    return result;
-  } finally {
-    abort.abort();
-    await Promise.all(agents.map((x) => x.stop()));
-    for (const k of kases) await k.close();
-    await redis.close();
-    await Promise.all(repos.map((r) => r.remove()));
-    await rm(dir, { recursive: true, force: true });
   }
+  return PATHS.filter((p) => result.ms[p.path] !== undefined);
+}
+
+/** The measured rounds, rotating over the live paths, paced. */
+async function rounds(o: PushOptions, setup: Setup, live: Path[], result: PushResult): Promise<void> {
+  const waits0 = await setup.waits();
+  let waitsBefore = waits0;
+  for (let i = 0; i < live.length * o.rounds; i++) {
+    if (i % 30 === 0) setup.renewJwts(); // signed anew now and then (they expire)
+    const began = performance.now();
+    const p = live[i % live.length]!;
+    const marker = `bench/round-${i}`;
+    await setup.repoOf.get(p.path)!.commit({ [FILE(p.name)]: config(marker) });
+    const applied = setup.appliedAt(marker, 30_000);
+    const t0 = performance.now();
+    await setup.push(setup.target[p.path], p.project);
+    result.ms[p.path]!.push((await applied) - t0);
+    // Outside the timed part: did this round wait for a rate limit?
+    const waitsAfter = await setup.waits();
+    if (waitsAfter > waitsBefore) result.deferredRounds[p.path] = (result.deferredRounds[p.path] ?? 0) + 1;
+    waitsBefore = waitsAfter;
+    const rest = o.paceMs - (performance.now() - began);
+    if (rest > 0) await sleep(rest);
+  }
+  result.rateLimitWaits = (await setup.waits()) - waits0;
 }

@@ -147,7 +147,6 @@ export async function measureGitops(o: GitopsBenchOptions): Promise<SizeResult[]
   let kas: InProcessKas | undefined;
   let agent: InProcessAgentk | undefined;
   const repos: GitRepo[] = [];
-  const results: SizeResult[] = [];
   try {
     api = await startKubeApiServer();
     const kube = api;
@@ -156,60 +155,9 @@ export async function measureGitops(o: GitopsBenchOptions): Promise<SizeResult[]
         kube.store.create("namespaces", undefined, { metadata: { name: `${prefix}${k}` } });
       }
     }
-    // The stand-in Deployment controller: a Deployment whose generation moved becomes ready.
-    const due = new Map<string, [string, string]>();
-    let scheduled = false;
-    kube.store.on("change", (ev) => {
-      if (ev.resource !== "deployments.apps" || ev.type === "DELETED") return;
-      const m = ev.object.metadata;
-      const seen = (ev.object.status as { observedGeneration?: number } | undefined)?.observedGeneration;
-      if (seen !== undefined && seen >= (m.generation ?? 1)) return;
-      due.set(`${m.namespace}/${m.name}`, [m.namespace!, m.name!]);
-      if (!scheduled) {
-        scheduled = true;
-        setImmediate(() => {
-          scheduled = false;
-          const batch = [...due.values()];
-          due.clear();
-          for (const [ns, name] of batch) {
-            try {
-              kube.setDeploymentReady(ns, name, true);
-            } catch {}
-          }
-        });
-      }
-    });
-
-    const configRepo = await GitRepo.init();
-    repos.push(configRepo);
-    const manifestRepo = await GitRepo.init();
-    repos.push(manifestRepo);
-    await configRepo.commit({
-      [`.gitlab/agents/${AGENT_NAME}/config.yaml`]: stringify({
-        gitops: {
-          manifest_projects: [
-            {
-              id: PROJECT,
-              default_namespace: "bench-0",
-              paths: [{ glob: "**/*.yaml" }],
-              reconcile_timeout: "60s",
-            },
-          ],
-        },
-      }),
-    });
-    await manifestRepo.commit({ "README.md": "bench\n" });
-    const tokensFile = join(dir, "tokens.yaml");
-    await writeFile(
-      tokensFile,
-      `${TOKEN}: ${JSON.stringify({
-        agentId: AGENT_ID,
-        projectId: 7,
-        agentName: AGENT_NAME,
-        repository: configRepo.path,
-        manifest_projects: { [PROJECT]: manifestRepo.path },
-      })}\n`,
-    );
+    runDeploymentController(kube);
+    const { configRepo, manifestRepo, tokensFile } = await createRepositories(dir);
+    repos.push(configRepo, manifestRepo);
     // kas's defaults (Gitaly rate limits included) but the poll periods: an hour, so that only
     // the push notification brings a change.
     kas = await startInProcessKas((c) => {
@@ -217,69 +165,20 @@ export async function measureGitops(o: GitopsBenchOptions): Promise<SizeResult[]
       c.agent.configuration.pollPeriodMs = 3_600_000;
       c.agent.gitops.pollPeriodMs = 3_600_000;
     });
-    const k = kas;
     const kubeconfig = await kube.writeKubeconfig(join(dir, "kubeconfig"));
     agent = await startInProcessAgentk({
-      kasUrl: k.addresses.agent,
+      kasUrl: kas.addresses.agent,
       token: TOKEN,
       kubernetes: kubeconfig,
       log: createLogger({ level: "info", destination: { write: () => true } }),
     });
-
-    let jwt = await gitlabJwt(k.apiSecret);
-    let jwtAt = Date.now();
-    const apiGet = async (path: string) => {
-      if (Date.now() - jwtAt > 30_000) {
-        jwt = await gitlabJwt(k.apiSecret);
-        jwtAt = Date.now();
-      }
-      return fetch(`${k.addresses.api}${path}`, { headers: { "gitlab-kas-api-request": jwt } });
-    };
-    const push = async () => {
-      if (Date.now() - jwtAt > 30_000) {
-        jwt = await gitlabJwt(k.apiSecret);
-        jwtAt = Date.now();
-      }
-      const res = await fetch(`${k.addresses.api}/api/v1/notifications/git_push`, {
-        method: "POST",
-        body: JSON.stringify({ project: { full_path: PROJECT } }),
-        headers: { "content-type": "application/json", "gitlab-kas-api-request": jwt },
-      });
-      if (res.status !== 204) throw new Error(`git_push answered ${res.status}: ${await res.text()}`);
-    };
-    const syncsTotal = async () => {
-      const text = await (await fetch(`${k.addresses.observability}/metrics`)).text();
-      let n = 0;
-      for (const m of text.matchAll(/^kas_gitops_syncs_total\{[^}]*\} (\S+)$/gm)) n += Number(m[1]);
-      return n;
-    };
-    interface Shown {
-      manifest_projects: Array<{
-        project: string;
-        last_sent: { commitId: string; at: string } | null;
-        last_sync: {
-          commitId: string;
-          durationMs: number;
-          error?: string;
-          counts: Record<string, number>;
-        } | null;
-      }>;
-    }
-    const shown = async () => {
-      const body = (await (await apiGet(`/api/v1/agents/${AGENT_ID}/gitops`)).json()) as Shown;
-      return body.manifest_projects.find((p) => p.project === PROJECT);
-    };
-
-    // agentk opened its stream and applied the first commit (no objects yet).
-    const until = Date.now() + 30_000;
-    while ((await shown())?.last_sync == null) {
-      if (Date.now() > until) throw new Error("agentk did not report its first sync");
-      await sleep(50);
-    }
+    const client = kasClient(kas);
+    await awaitFirstSync(client);
     o.log("  kas, agentk and the Kubernetes test server are up; the first (empty) sync was reported");
 
+    const bench: Bench = { o, kube, client, manifestRepo, roundNo: 0 };
     const baselineApi = kubeConfigFor(kube).makeApiClient(KubernetesObjectApi);
-    let roundNo = 0;
+    const results: SizeResult[] = [];
     for (const n of o.sizes) {
       const result: SizeResult = {
         objects: n,
@@ -290,71 +189,10 @@ export async function measureGitops(o: GitopsBenchOptions): Promise<SizeResult[]
         kubeRequestsPerRun: 0,
       };
       for (let run = 0; run <= o.runs; run++) {
-        const round = `r${++roundNo}`;
-        const byFile = manifests(n, round, { ...o, nsPrefix: "bench-" });
-        const files = Object.fromEntries([...byFile].map(([f, docs]) => [f, toYaml(docs)]));
-        result.files = byFile.size;
-        result.bytes = Object.values(files).reduce((s, t) => s + Buffer.byteLength(t), 0);
-        const commit = await manifestRepo.commit(files, { message: round });
-        const before = await syncsTotal();
-        const requestsBefore = kube.requests.length;
-        await sleep(100); // let the process settle after git and the metrics read
-        const t0 = performance.now();
-        const wall0 = Date.now();
-        await push();
-        const deadline = t0 + 120_000;
-        let sample: RunSample | undefined;
-        for (;;) {
-          if ((await syncsTotal()) > before) {
-            const t = performance.now();
-            const p = await shown();
-            const sync = p?.last_sync;
-            if (sync?.commitId === commit) {
-              if ((sync.counts.applied ?? 0) !== n || sync.error) {
-                throw new Error(
-                  `${n} objects: the sync of ${round} reported ${JSON.stringify(sync.counts)}${sync.error ? `, error ${sync.error}` : ""}`,
-                );
-              }
-              sample = {
-                totalMs: t - t0,
-                kasSentMs:
-                  p?.last_sent?.commitId === commit ? Date.parse(p.last_sent.at) - wall0 : Number.NaN,
-                agentSyncMs: sync.durationMs,
-              };
-              break;
-            }
-          }
-          if (performance.now() > deadline) throw new Error(`${n} objects: no report of ${round} in 120 s`);
-          await sleep(o.pollMs);
-        }
-        result.kubeRequestsPerRun = kube.requests.length - requestsBefore;
-        const label = run === 0 ? "warm-up" : `run ${run}`;
-        o.log(
-          `  ${n} objects, ${label}: ${Math.round(sample.totalMs)} ms (kas sent at ${sample.kasSentMs} ms, agentk sync ${sample.agentSyncMs} ms, ${result.kubeRequestsPerRun} Kubernetes requests)`,
-        );
+        const sample = await gitopsRun(bench, n, run, result);
         if (run > 0) result.gitops.push(sample);
       }
-
-      // Baseline: the same objects (other namespaces), server-side apply one after the other.
-      for (let run = 0; run <= o.runs; run++) {
-        const round = `b${++roundNo}`;
-        const objects = [...manifests(n, round, { ...o, nsPrefix: "base-" }).values()].flat();
-        await sleep(100);
-        const t0 = performance.now();
-        for (const obj of objects) {
-          await baselineApi.patch(
-            obj as never,
-            undefined,
-            undefined,
-            "bench-baseline",
-            true,
-            PatchStrategy.ServerSideApply,
-          );
-        }
-        const ms = performance.now() - t0;
-        o.log(`  ${n} objects, baseline ${run === 0 ? "warm-up" : `run ${run}`}: ${Math.round(ms)} ms`);
-        if (run > 0) result.baselineMs.push(ms);
-      }
+      result.baselineMs = await baselineRuns(bench, n, baselineApi);
       results.push(result);
     }
     return results;
@@ -365,4 +203,217 @@ export async function measureGitops(o: GitopsBenchOptions): Promise<SizeResult[]
     await Promise.all(repos.map((r) => r.remove()));
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/** The stand-in Deployment controller: a Deployment whose generation moved becomes ready (next tick, batched). */
+function runDeploymentController(kube: KubeApiServer): void {
+  const due = new Map<string, [string, string]>();
+  let scheduled = false;
+  kube.store.on("change", (ev) => {
+    if (ev.resource !== "deployments.apps" || ev.type === "DELETED") return;
+    const m = ev.object.metadata;
+    const seen = (ev.object.status as { observedGeneration?: number } | undefined)?.observedGeneration;
+    if (seen !== undefined && seen >= (m.generation ?? 1)) return;
+    due.set(`${m.namespace}/${m.name}`, [m.namespace!, m.name!]);
+    if (!scheduled) {
+      scheduled = true;
+      setImmediate(() => {
+        scheduled = false;
+        const batch = [...due.values()];
+        due.clear();
+        for (const [ns, name] of batch) {
+          try {
+            kube.setDeploymentReady(ns, name, true);
+          } catch {}
+        }
+      });
+    }
+  });
+}
+
+/** The agent's configuration repository (one manifest project) and the manifest repository, listed in a static tokens file. */
+async function createRepositories(
+  dir: string,
+): Promise<{ configRepo: GitRepo; manifestRepo: GitRepo; tokensFile: string }> {
+  const configRepo = await GitRepo.init();
+  const manifestRepo = await GitRepo.init();
+  await configRepo.commit({
+    [`.gitlab/agents/${AGENT_NAME}/config.yaml`]: stringify({
+      gitops: {
+        manifest_projects: [
+          {
+            id: PROJECT,
+            default_namespace: "bench-0",
+            paths: [{ glob: "**/*.yaml" }],
+            reconcile_timeout: "60s",
+          },
+        ],
+      },
+    }),
+  });
+  await manifestRepo.commit({ "README.md": "bench\n" });
+  const tokensFile = join(dir, "tokens.yaml");
+  await writeFile(
+    tokensFile,
+    `${TOKEN}: ${JSON.stringify({
+      agentId: AGENT_ID,
+      projectId: 7,
+      agentName: AGENT_NAME,
+      repository: configRepo.path,
+      manifest_projects: { [PROJECT]: manifestRepo.path },
+    })}\n`,
+  );
+  return { configRepo, manifestRepo, tokensFile };
+}
+
+interface Shown {
+  manifest_projects: Array<{
+    project: string;
+    last_sent: { commitId: string; at: string } | null;
+    last_sync: {
+      commitId: string;
+      durationMs: number;
+      error?: string;
+      counts: Record<string, number>;
+    } | null;
+  }>;
+}
+
+/** What the bench asks kas: the push notification, the syncs counted in its metrics, the project as its API shows it. */
+interface KasClient {
+  push(): Promise<void>;
+  syncsTotal(): Promise<number>;
+  shown(): Promise<Shown["manifest_projects"][number] | undefined>;
+}
+
+function kasClient(k: InProcessKas): KasClient {
+  let jwt: string | undefined;
+  let jwtAt = 0;
+  const fresh = async () => {
+    if (jwt === undefined || Date.now() - jwtAt > 30_000) {
+      jwt = await gitlabJwt(k.apiSecret);
+      jwtAt = Date.now();
+    }
+    return jwt;
+  };
+  return {
+    async push() {
+      const res = await fetch(`${k.addresses.api}/api/v1/notifications/git_push`, {
+        method: "POST",
+        body: JSON.stringify({ project: { full_path: PROJECT } }),
+        headers: { "content-type": "application/json", "gitlab-kas-api-request": await fresh() },
+      });
+      if (res.status !== 204) throw new Error(`git_push answered ${res.status}: ${await res.text()}`);
+    },
+    async syncsTotal() {
+      const text = await (await fetch(`${k.addresses.observability}/metrics`)).text();
+      let n = 0;
+      for (const m of text.matchAll(/^kas_gitops_syncs_total\{[^}]*\} (\S+)$/gm)) n += Number(m[1]);
+      return n;
+    },
+    async shown() {
+      const res = await fetch(`${k.addresses.api}/api/v1/agents/${AGENT_ID}/gitops`, {
+        headers: { "gitlab-kas-api-request": await fresh() },
+      });
+      const body = (await res.json()) as Shown;
+      return body.manifest_projects.find((p) => p.project === PROJECT);
+    },
+  };
+}
+
+/** agentk opened its stream and applied the first commit (no objects yet). */
+async function awaitFirstSync(client: KasClient): Promise<void> {
+  const until = Date.now() + 30_000;
+  while ((await client.shown())?.last_sync == null) {
+    if (Date.now() > until) throw new Error("agentk did not report its first sync");
+    await sleep(50);
+  }
+}
+
+interface Bench {
+  o: GitopsBenchOptions;
+  kube: KubeApiServer;
+  client: KasClient;
+  manifestRepo: GitRepo;
+  /** Numbers the rounds (each run's objects differ from the last). */
+  roundNo: number;
+}
+
+/** One GitOps run of `n` objects: commit, push, until kas recorded the sync of that commit. */
+async function gitopsRun(bench: Bench, n: number, run: number, result: SizeResult): Promise<RunSample> {
+  const { o, kube, client } = bench;
+  const round = `r${++bench.roundNo}`;
+  const byFile = manifests(n, round, { ...o, nsPrefix: "bench-" });
+  const files = Object.fromEntries([...byFile].map(([f, docs]) => [f, toYaml(docs)]));
+  result.files = byFile.size;
+  result.bytes = Object.values(files).reduce((s, t) => s + Buffer.byteLength(t), 0);
+  const commit = await bench.manifestRepo.commit(files, { message: round });
+  const before = await client.syncsTotal();
+  const requestsBefore = kube.requests.length;
+  await sleep(100); // let the process settle after git and the metrics read
+  const t0 = performance.now();
+  const wall0 = Date.now();
+  await client.push();
+  const sample = await awaitReport(bench, { n, round, commit, before, t0, wall0 });
+  result.kubeRequestsPerRun = kube.requests.length - requestsBefore;
+  const label = run === 0 ? "warm-up" : `run ${run}`;
+  o.log(
+    `  ${n} objects, ${label}: ${Math.round(sample.totalMs)} ms (kas sent at ${sample.kasSentMs} ms, agentk sync ${sample.agentSyncMs} ms, ${result.kubeRequestsPerRun} Kubernetes requests)`,
+  );
+  return sample;
+}
+
+/** Polls kas's metrics until a sync was counted, then its API until the sync of `commit` shows, every object applied. */
+async function awaitReport(
+  { o, client }: Bench,
+  r: { n: number; round: string; commit: string; before: number; t0: number; wall0: number },
+): Promise<RunSample> {
+  const deadline = r.t0 + 120_000;
+  for (;;) {
+    if ((await client.syncsTotal()) > r.before) {
+      const t = performance.now();
+      const p = await client.shown();
+      const sync = p?.last_sync;
+      if (sync?.commitId === r.commit) {
+        if ((sync.counts.applied ?? 0) !== r.n || sync.error) {
+          throw new Error(
+            `${r.n} objects: the sync of ${r.round} reported ${JSON.stringify(sync.counts)}${sync.error ? `, error ${sync.error}` : ""}`,
+          );
+        }
+        return {
+          totalMs: t - r.t0,
+          kasSentMs: p?.last_sent?.commitId === r.commit ? Date.parse(p.last_sent.at) - r.wall0 : Number.NaN,
+          agentSyncMs: sync.durationMs,
+        };
+      }
+    }
+    if (performance.now() > deadline) throw new Error(`${r.n} objects: no report of ${r.round} in 120 s`);
+    await sleep(o.pollMs);
+  }
+}
+
+/** Baseline: the same objects (other namespaces), server-side apply one after the other; ms per measured run. */
+async function baselineRuns(bench: Bench, n: number, baselineApi: KubernetesObjectApi): Promise<number[]> {
+  const { o } = bench;
+  const times: number[] = [];
+  for (let run = 0; run <= o.runs; run++) {
+    const round = `b${++bench.roundNo}`;
+    const objects = [...manifests(n, round, { ...o, nsPrefix: "base-" }).values()].flat();
+    await sleep(100);
+    const t0 = performance.now();
+    for (const obj of objects) {
+      await baselineApi.patch(
+        obj as never,
+        undefined,
+        undefined,
+        "bench-baseline",
+        true,
+        PatchStrategy.ServerSideApply,
+      );
+    }
+    const ms = performance.now() - t0;
+    o.log(`  ${n} objects, baseline ${run === 0 ? "warm-up" : `run ${run}`}: ${Math.round(ms)} ms`);
+    if (run > 0) times.push(ms);
+  }
+  return times;
 }

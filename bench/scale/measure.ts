@@ -90,30 +90,7 @@ const PROBE = new URL("./probe.js", import.meta.url).pathname;
 
 export async function measure(o: MeasureOptions): Promise<Measurement> {
   const dir = mkdtempSync(join(tmpdir(), "bench-scale-"));
-  // Static tokens file: token -> agent; each tunnel is a distinct agent.
-  const tokens = Array.from(
-    { length: o.agents },
-    (_, i) => `bench-${i + 1}-${randomBytes(12).toString("hex")}`,
-  );
-  const table = Object.fromEntries(
-    tokens.map((t, i) => [
-      t,
-      { agentId: i + 1, projectId: 1, agentName: `bench-${i + 1}`, ...o.tokenFields?.(i) },
-    ]),
-  );
-  writeFileSync(join(dir, "tokens.json"), JSON.stringify(table));
-  const env: Record<string, string> = {
-    ...(await portsEnv()),
-    KAS_AGENT_STATIC_TOKENS_FILE: join(dir, "tokens.json"),
-    ...o.kasEnv,
-  };
-  if (o.profile === "perf") {
-    env.NODE_OPTIONS = "--perf-basic-prof"; // /tmp/perf-<pid>.map names JIT code for perf
-  } else if (o.profile) {
-    env.NODE_OPTIONS = `--import ${PROBE}`;
-    env.BENCH_SCALE_PROBE_DIR = dir;
-    env.BENCH_SCALE_PROFILE = o.profile;
-  }
+  const { tokens, env } = await kasSetup(o, dir);
   // A shared machine under load can take a while to start kas.
   const kas = await spawnKas(env, { entry: o.kasEntry, timeoutMs: 60_000 });
   const pid = kas.child.pid!;
@@ -129,36 +106,8 @@ export async function measure(o: MeasureOptions): Promise<Measurement> {
     const probes: MemoryProbe[] = [];
     if (memory) probes.push(await probeMemory(pid, dir, 0));
 
-    const plan: AgentsPlan = {
-      url: kas.addresses.agent,
-      tokens,
-      concurrency: o.concurrency,
-      keepAliveIntervalMs: o.agentKeepAliveMs,
-      ...(o.configurationStreamsTimeoutMs !== undefined && {
-        configurationStreamsTimeoutMs: o.configurationStreamsTimeoutMs,
-      }),
-    };
-    writeFileSync(join(dir, "plan.json"), JSON.stringify(plan));
-    load = spawn(process.execPath, ["--import", "tsx", AGENTS_MAIN, join(dir, "plan.json")], {
-      stdio: ["pipe", "pipe", "inherit"],
-    });
-    const report = await deadline(
-      once(createInterface({ input: load.stdout! }), "line").then(([l]) => JSON.parse(l) as AgentsReport),
-      // Connecting takes longer on a loaded machine: a minute plus 20 ms per agent (19,500: 7.5 min).
-      60_000 + 20 * o.agents + (o.configurationStreamsTimeoutMs ?? 0),
-      "the load process did not report",
-    );
-    if (report.failed > 0) throw new Error(`${report.failed} of ${o.agents} tunnels failed: ${report.error}`);
-    o.log(`  ${report.connected} tunnels up in ${report.seconds.toFixed(1)} s`);
-    if (report.configured !== undefined) {
-      o.log(
-        `  ${report.configured} configuration streams with their first configuration in ${report.configuredSeconds!.toFixed(1)} s` +
-          (report.configurationError ? `; first error: ${report.configurationError}` : ""),
-      );
-      if (report.configured < o.agents) {
-        throw new Error(`only ${report.configured} of ${o.agents} agents got a configuration`);
-      }
-    }
+    load = spawnLoad(o, dir, kas.addresses.agent, tokens);
+    const report = await loadReport(o, load);
     const metrics = `${kas.addresses.observability}/metrics`;
     await waitForGauge(metrics, "kas_connected_agents", o.agents, 30_000);
     const idleSettleMs = o.idleSettleMs ?? o.settleMs;
@@ -169,28 +118,7 @@ export async function measure(o: MeasureOptions): Promise<Measurement> {
     const anonLoaded = smapsRollupKiB(pid).Anonymous ?? 0;
     const loadRssKiB = rssKiB(load.pid!);
     const kasFds = openFds(pid);
-
-    if (o.profile === "cpu") await probe(pid, dir, 0); // starts the profiler
-    const perf = o.profile === "perf" ? perfRecord(pid, dir, o.windowMs) : undefined;
-    const c0 = cpuSeconds(pid);
-    const threads0 = threadCpuSeconds(pid);
-    const t0 = performance.now();
-    await sleep(o.windowMs);
-    const seconds = (performance.now() - t0) / 1000;
-    const idleCpuPct = ((cpuSeconds(pid) - c0) / seconds) * 100;
-    const threads: ThreadCpu[] = [...threadCpuSeconds(pid)]
-      .map(([thread, t]) => {
-        const was = threads0.get(thread) ?? { user: 0, system: 0 };
-        return {
-          thread,
-          userPct: ((t.user - was.user) / seconds) * 100,
-          systemPct: ((t.system - was.system) / seconds) * 100,
-        };
-      })
-      .filter((t) => t.userPct + t.systemPct > 0)
-      .sort((a, b) => b.userPct + b.systemPct - (a.userPct + a.systemPct));
-    if (o.profile === "cpu") await probe(pid, dir, 1); // writes cpu-1.cpuprofile
-    if (perf) await deadline(once(perf, "exit"), 60_000, "perf record did not finish");
+    const { idleCpuPct, threads } = await idleWindow(o, pid, dir);
     // Still all there after the window (none dropped by keepalive).
     await waitForGauge(metrics, "kas_connected_agents", o.agents, 5_000);
     if (o.configurationStreamsTimeoutMs !== undefined) {
@@ -219,19 +147,7 @@ export async function measure(o: MeasureOptions): Promise<Measurement> {
         configuredSeconds: report.configuredSeconds!,
       }),
       kasExitCode,
-      ...(o.profile && {
-        profile: {
-          ...(memory && { memory: probes as [MemoryProbe, MemoryProbe] }),
-          ...(o.profile === "cpu" && { cpu: join(dir, "cpu-1.cpuprofile") }),
-          ...(o.profile === "perf" && { perf: join(dir, "perf.data") }),
-          ...(o.profile === "snapshot" && {
-            snapshots: [join(dir, "heap-0.heapsnapshot"), join(dir, "heap-1.heapsnapshot")] as [
-              string,
-              string,
-            ],
-          }),
-        },
-      }),
+      ...(o.profile && { profile: profileFiles(o.profile, dir, probes) }),
       dir,
     };
   } finally {
@@ -239,6 +155,123 @@ export async function measure(o: MeasureOptions): Promise<Measurement> {
     kas.kill();
     if (!o.profile) rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** The agents' tokens (each tunnel a distinct agent, in a static tokens file) and kas's environment. */
+async function kasSetup(
+  o: MeasureOptions,
+  dir: string,
+): Promise<{ tokens: string[]; env: Record<string, string> }> {
+  const tokens = Array.from(
+    { length: o.agents },
+    (_, i) => `bench-${i + 1}-${randomBytes(12).toString("hex")}`,
+  );
+  const table = Object.fromEntries(
+    tokens.map((t, i) => [
+      t,
+      { agentId: i + 1, projectId: 1, agentName: `bench-${i + 1}`, ...o.tokenFields?.(i) },
+    ]),
+  );
+  writeFileSync(join(dir, "tokens.json"), JSON.stringify(table));
+  const env: Record<string, string> = {
+    ...(await portsEnv()),
+    KAS_AGENT_STATIC_TOKENS_FILE: join(dir, "tokens.json"),
+    ...o.kasEnv,
+  };
+  if (o.profile === "perf") {
+    env.NODE_OPTIONS = "--perf-basic-prof"; // /tmp/perf-<pid>.map names JIT code for perf
+  } else if (o.profile) {
+    env.NODE_OPTIONS = `--import ${PROBE}`;
+    env.BENCH_SCALE_PROBE_DIR = dir;
+    env.BENCH_SCALE_PROFILE = o.profile;
+  }
+  return { tokens, env };
+}
+
+/** The load process, which connects every agent to kas and holds their tunnels. */
+function spawnLoad(o: MeasureOptions, dir: string, url: string, tokens: string[]): ReturnType<typeof spawn> {
+  const plan: AgentsPlan = {
+    url,
+    tokens,
+    concurrency: o.concurrency,
+    keepAliveIntervalMs: o.agentKeepAliveMs,
+    ...(o.configurationStreamsTimeoutMs !== undefined && {
+      configurationStreamsTimeoutMs: o.configurationStreamsTimeoutMs,
+    }),
+  };
+  writeFileSync(join(dir, "plan.json"), JSON.stringify(plan));
+  return spawn(process.execPath, ["--import", "tsx", AGENTS_MAIN, join(dir, "plan.json")], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+}
+
+/** The load process's report once every agent connected (and got its configuration); throws if any did not. */
+async function loadReport(o: MeasureOptions, load: ReturnType<typeof spawn>): Promise<AgentsReport> {
+  const report = await deadline(
+    once(createInterface({ input: load.stdout! }), "line").then(([l]) => JSON.parse(l) as AgentsReport),
+    // Connecting takes longer on a loaded machine: a minute plus 20 ms per agent (19,500: 7.5 min).
+    60_000 + 20 * o.agents + (o.configurationStreamsTimeoutMs ?? 0),
+    "the load process did not report",
+  );
+  if (report.failed > 0) throw new Error(`${report.failed} of ${o.agents} tunnels failed: ${report.error}`);
+  o.log(`  ${report.connected} tunnels up in ${report.seconds.toFixed(1)} s`);
+  if (report.configured !== undefined) {
+    o.log(
+      `  ${report.configured} configuration streams with their first configuration in ${report.configuredSeconds!.toFixed(1)} s` +
+        (report.configurationError ? `; first error: ${report.configurationError}` : ""),
+    );
+    if (report.configured < o.agents) {
+      throw new Error(`only ${report.configured} of ${o.agents} agents got a configuration`);
+    }
+  }
+  return report;
+}
+
+/** kas's CPU over the idle window, in all and by thread (profiled when asked). */
+async function idleWindow(
+  o: MeasureOptions,
+  pid: number,
+  dir: string,
+): Promise<{ idleCpuPct: number; threads: ThreadCpu[] }> {
+  if (o.profile === "cpu") await probe(pid, dir, 0); // starts the profiler
+  const perf = o.profile === "perf" ? perfRecord(pid, dir, o.windowMs) : undefined;
+  const c0 = cpuSeconds(pid);
+  const threads0 = threadCpuSeconds(pid);
+  const t0 = performance.now();
+  await sleep(o.windowMs);
+  const seconds = (performance.now() - t0) / 1000;
+  const idleCpuPct = ((cpuSeconds(pid) - c0) / seconds) * 100;
+  const threads: ThreadCpu[] = [...threadCpuSeconds(pid)]
+    .map(([thread, t]) => {
+      const was = threads0.get(thread) ?? { user: 0, system: 0 };
+      return {
+        thread,
+        userPct: ((t.user - was.user) / seconds) * 100,
+        systemPct: ((t.system - was.system) / seconds) * 100,
+      };
+    })
+    .filter((t) => t.userPct + t.systemPct > 0)
+    .sort((a, b) => b.userPct + b.systemPct - (a.userPct + a.systemPct));
+  if (o.profile === "cpu") await probe(pid, dir, 1); // writes cpu-1.cpuprofile
+  if (perf) await deadline(once(perf, "exit"), 60_000, "perf record did not finish");
+  return { idleCpuPct, threads };
+}
+
+/** Where the profiling output is. */
+function profileFiles(
+  profile: Profile,
+  dir: string,
+  probes: MemoryProbe[],
+): NonNullable<Measurement["profile"]> {
+  const memory = profile === "memory" || profile === "snapshot";
+  return {
+    ...(memory && { memory: probes as [MemoryProbe, MemoryProbe] }),
+    ...(profile === "cpu" && { cpu: join(dir, "cpu-1.cpuprofile") }),
+    ...(profile === "perf" && { perf: join(dir, "perf.data") }),
+    ...(profile === "snapshot" && {
+      snapshots: [join(dir, "heap-0.heapsnapshot"), join(dir, "heap-1.heapsnapshot")] as [string, string],
+    }),
+  };
 }
 
 /** CPU % of one core over `ms`. */

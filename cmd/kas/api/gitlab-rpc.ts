@@ -79,42 +79,14 @@ export function createGitLabRpcServer(options: GitLabRpcServerOptions): GitLabRp
   const services = new Map<string, string>(); // service name -> its .proto file
   const methods = new Set<string>();
 
-  /** GitLab's JWT before anything else runs; the call's duration and status in the metrics. */
-  const guard: grpc.ServerInterceptor = (method, call) => {
-    const route = methods.has(method.path) ? method.path : "unknown";
-    const end = options.metrics?.start(route);
-    const healthCheck = method.path.startsWith(`/${HEALTH_SERVICE}/`);
-    const guarded: grpc.ServerInterceptingCall = new grpc.ServerInterceptingCall(call, {
-      start: (next) =>
-        next({
-          onReceiveMetadata: (metadata, nextMetadata) => {
-            if (healthCheck) return nextMetadata(metadata);
-            verify(bearerToken(metadata)).then(
-              () => {
-                // The connection has carried an authenticated call: the unauthenticated deadline is off.
-                streams.peerOf({ metadata })?.authenticated();
-                nextMetadata(metadata);
-              },
-              (err: unknown) => {
-                const details = err instanceof ApiAuthError ? err.message : "cannot check the JWT";
-                log.info({ front: "api", route, reason: details }, "gRPC call refused");
-                guarded.sendStatus({
-                  code: grpc.status.UNAUTHENTICATED,
-                  details,
-                  metadata: new grpc.Metadata(),
-                });
-              },
-            );
-          },
-        }),
-      sendStatus: (status, nextStatus) => {
-        end?.(grpc.status[status.code] ?? status.code);
-        nextStatus(status);
-      },
-    });
-    return guarded;
-  };
-
+  const guard = jwtGuard({
+    verify,
+    methods,
+    log,
+    metrics: options.metrics,
+    // The connection has carried an authenticated call: the unauthenticated deadline is off.
+    onAuthenticated: (metadata) => streams.peerOf({ metadata })?.authenticated(),
+  });
   const limits = options.limits ?? DEFAULT_CONNECTION_LIMITS;
   const age = grpcConnectionAge(options.maxConnectionAgeMs ?? 2 * 60 * 60 * 1000);
   const server = new grpc.Server({
@@ -189,6 +161,50 @@ export function createGitLabRpcServer(options: GitLabRpcServerOptions): GitLabRp
       draining = true;
       setStatus("NOT_SERVING");
     },
+  };
+}
+
+/** GitLab's JWT before anything else runs (the health service excepted); the call's duration and status in the metrics. */
+function jwtGuard(o: {
+  verify: ReturnType<typeof createGitLabJwtVerifier>;
+  /** The methods of the services added (any other is counted as "unknown"). */
+  methods: ReadonlySet<string>;
+  log: Logger;
+  metrics: RequestMetrics | undefined;
+  onAuthenticated(metadata: grpc.Metadata): void;
+}): grpc.ServerInterceptor {
+  return (method, call) => {
+    const route = o.methods.has(method.path) ? method.path : "unknown";
+    const end = o.metrics?.start(route);
+    const healthCheck = method.path.startsWith(`/${HEALTH_SERVICE}/`);
+    const guarded: grpc.ServerInterceptingCall = new grpc.ServerInterceptingCall(call, {
+      start: (next) =>
+        next({
+          onReceiveMetadata: (metadata, nextMetadata) => {
+            if (healthCheck) return nextMetadata(metadata);
+            o.verify(bearerToken(metadata)).then(
+              () => {
+                o.onAuthenticated(metadata);
+                nextMetadata(metadata);
+              },
+              (err: unknown) => {
+                const details = err instanceof ApiAuthError ? err.message : "cannot check the JWT";
+                o.log.info({ front: "api", route, reason: details }, "gRPC call refused");
+                guarded.sendStatus({
+                  code: grpc.status.UNAUTHENTICATED,
+                  details,
+                  metadata: new grpc.Metadata(),
+                });
+              },
+            );
+          },
+        }),
+      sendStatus: (status, nextStatus) => {
+        end?.(grpc.status[status.code] ?? status.code);
+        nextStatus(status);
+      },
+    });
+    return guarded;
   };
 }
 

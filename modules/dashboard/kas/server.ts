@@ -78,60 +78,100 @@ export async function serveDashboard(o: DashboardServerOptions): Promise<Dashboa
           ...(o.sessionGeneration !== undefined && { generation: o.sessionGeneration }),
           revocations,
         });
+  const events = eventStreams(o, revocations);
+  const attempts = new RateLimiterMemory({ points: o.maxLoginFailures ?? 10, duration: LOGIN_WINDOW_S });
+  const listener: HttpListener = await listenHttp({
+    address: o.listen.address,
+    tls: o.listen,
+    front: "dashboard",
+    log: o.log,
+    ...(o.metrics && { metrics: o.metrics }),
+    routeOf: (req) => {
+      const { pathname } = requestTarget(req);
+      return ROUTES.includes(pathname) ? pathname : "unknown";
+    },
+    handler: (req, res) => handle(o, sessions, attempts, events, req, res),
+    ...(o.limits && { limits: o.limits }),
+  });
+
+  return {
+    url: listener.url,
+    get streams() {
+      return events.size;
+    },
+    async close(graceMs) {
+      events.close();
+      await listener.close(graceMs);
+    },
+  };
+}
+
+/** Every route of the dashboard. */
+async function handle(
+  o: DashboardServerOptions,
+  sessions: DashboardSessions | undefined,
+  attempts: RateLimiterMemory,
+  events: EventStreams,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
+  res.setHeader("content-security-policy", CONTENT_SECURITY_POLICY);
+  res.setHeader("x-content-type-options", "nosniff");
+  res.setHeader("referrer-policy", "no-referrer");
+  // Without a token the page is served on loopback only; a web page elsewhere could still reach
+  // it by rebinding a name of its own to 127.0.0.1, unless names other than loopback's are refused.
+  if (sessions === undefined && !isLoopbackHost(req.headers.host))
+    throw new HttpError(403, "without a token the dashboard answers only to localhost, 127.0.0.1 and [::1]");
+  const { pathname } = requestTarget(req);
+  const method = req.method ?? "GET";
+  if (pathname === "/app.js" || pathname === "/app.css") {
+    allow(method, ["GET", "HEAD"]);
+    const type = pathname === "/app.js" ? "text/javascript" : "text/css";
+    return send(res, 200, type, o.assets[pathname.slice(1) as keyof DashboardAssets], "no-cache");
+  }
+  if (pathname === "/login") return login(req, res, method, sessions, attempts);
+  if (pathname === "/logout") {
+    allow(method, ["POST"]);
+    // Clearing the cookie is not enough: whoever copied it could go on using it.
+    await sessions?.revoke(req);
+    res.setHeader("set-cookie", sessions?.clear ?? []);
+    return redirect(res, sessions ? "/login" : "/");
+  }
+  const session = await sessions?.of(req);
+  const loggedIn = sessions === undefined || session !== undefined;
+  if (pathname === "/") {
+    allow(method, ["GET", "HEAD"]);
+    if (!loggedIn) return redirect(res, "/login");
+    return send(res, 200, "text/html; charset=utf-8", appPage(sessions !== undefined), "no-store");
+  }
+  if (pathname === "/api/agents" || pathname === "/api/events") {
+    allow(method, ["GET"]);
+    if (!loggedIn) throw new HttpError(401, "log in first: no valid dashboard session");
+    if (pathname === "/api/agents") {
+      const agents = await o.hub.list();
+      return send(res, 200, "application/json", JSON.stringify({ agents }), "no-store");
+    }
+    return events.open(req, res, session?.id);
+  }
+  throw new HttpError(404, `no such page: ${pathname}`);
+}
+
+/** The open event streams, each session's among them: a logout (here or on another replica) ends those. */
+interface EventStreams {
+  readonly size: number;
+  /** Serves `/api/events` (503 beyond `maxStreams`). */
+  open(req: IncomingMessage, res: ServerResponse, sessionId: string | undefined): void;
+  /** Ends every stream and stops hearing of logouts. */
+  close(): void;
+}
+
+function eventStreams(o: DashboardServerOptions, revocations: SessionRevocations): EventStreams {
   const streams = new Set<EventStream>();
-  /** The event streams of each session: a logout (here or on another replica) ends them. */
   const streamsOf = new Map<string, Set<EventStream>>();
   const stopHearing = revocations.onRevoked((id) => {
     for (const stream of streamsOf.get(id) ?? []) stream.close("logged out");
   });
-  const attempts = new RateLimiterMemory({ points: o.maxLoginFailures ?? 10, duration: LOGIN_WINDOW_S });
-
-  const handler = async (req: IncomingMessage, res: ServerResponse) => {
-    res.setHeader("content-security-policy", CONTENT_SECURITY_POLICY);
-    res.setHeader("x-content-type-options", "nosniff");
-    res.setHeader("referrer-policy", "no-referrer");
-    // Without a token the page is served on loopback only; a web page elsewhere could still reach
-    // it by rebinding a name of its own to 127.0.0.1, unless names other than loopback's are refused.
-    if (sessions === undefined && !isLoopbackHost(req.headers.host))
-      throw new HttpError(
-        403,
-        "without a token the dashboard answers only to localhost, 127.0.0.1 and [::1]",
-      );
-    const { pathname } = requestTarget(req);
-    const method = req.method ?? "GET";
-    if (pathname === "/app.js" || pathname === "/app.css") {
-      allow(method, ["GET", "HEAD"]);
-      const type = pathname === "/app.js" ? "text/javascript" : "text/css";
-      return send(res, 200, type, o.assets[pathname.slice(1) as keyof DashboardAssets], "no-cache");
-    }
-    if (pathname === "/login") return login(req, res, method, sessions, attempts);
-    if (pathname === "/logout") {
-      allow(method, ["POST"]);
-      // Clearing the cookie is not enough: whoever copied it could go on using it.
-      await sessions?.revoke(req);
-      res.setHeader("set-cookie", sessions?.clear ?? []);
-      return redirect(res, sessions ? "/login" : "/");
-    }
-    const session = await sessions?.of(req);
-    const loggedIn = sessions === undefined || session !== undefined;
-    if (pathname === "/") {
-      allow(method, ["GET", "HEAD"]);
-      if (!loggedIn) return redirect(res, "/login");
-      return send(res, 200, "text/html; charset=utf-8", appPage(sessions !== undefined), "no-store");
-    }
-    if (pathname === "/api/agents" || pathname === "/api/events") {
-      allow(method, ["GET"]);
-      if (!loggedIn) throw new HttpError(401, "log in first: no valid dashboard session");
-      if (pathname === "/api/agents") {
-        const agents = await o.hub.list();
-        return send(res, 200, "application/json", JSON.stringify({ agents }), "no-store");
-      }
-      return events(req, res, session?.id);
-    }
-    throw new HttpError(404, `no such page: ${pathname}`);
-  };
-
-  const events = (req: IncomingMessage, res: ServerResponse, sessionId: string | undefined) => {
+  const open = (req: IncomingMessage, res: ServerResponse, sessionId: string | undefined) => {
     const max = o.maxStreams ?? 1000;
     if (streams.size >= max) {
       throw new HttpError(503, `the dashboard serves its maximum of ${max} event streams`, {
@@ -165,30 +205,14 @@ export async function serveDashboard(o: DashboardServerOptions): Promise<Dashboa
       },
     );
   };
-
-  const listener: HttpListener = await listenHttp({
-    address: o.listen.address,
-    tls: o.listen,
-    front: "dashboard",
-    log: o.log,
-    ...(o.metrics && { metrics: o.metrics }),
-    routeOf: (req) => {
-      const { pathname } = requestTarget(req);
-      return ROUTES.includes(pathname) ? pathname : "unknown";
-    },
-    handler,
-    ...(o.limits && { limits: o.limits }),
-  });
-
   return {
-    url: listener.url,
-    get streams() {
+    get size() {
       return streams.size;
     },
-    async close(graceMs) {
+    open,
+    close() {
       stopHearing();
       for (const stream of [...streams]) stream.close("shutting down");
-      await listener.close(graceMs);
     },
   };
 }

@@ -55,8 +55,14 @@ export function inventoryLocation(owner: string, projectId: string, namespace: s
   };
 }
 
+/** One object the inventory lists. */
+export interface InventoryEntry {
+  ref: ObjectRef;
+  apiVersion: string;
+}
+
 /** An inventory's entries: object key -> the apiVersion it was applied with (cli-utils keeps ""). */
-export type InventoryEntries = Map<string, { ref: ObjectRef; apiVersion: string }>;
+export type InventoryEntries = Map<string, InventoryEntry>;
 
 export function inventoryData(entries: InventoryEntries): Record<string, string> {
   return Object.fromEntries(
