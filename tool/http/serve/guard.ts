@@ -1,6 +1,5 @@
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
-import type { RequestMetrics } from "../../observability/metrics.ts";
 import { ClientGoneError } from "./client-gone.ts";
 import { HttpError } from "./http-error.ts";
 import { type Body, rawAnswer } from "./raw-answer.ts";
@@ -15,6 +14,11 @@ export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => void
 export type UpgradeHandler = (req: IncomingMessage, socket: Duplex, head: Buffer) => number | Promise<number>;
 
 /** An error answer: status and a message safe to show the caller; fronts may add a reason (Kubernetes'). */
+/** Times each request by route and records how it ended (observability's RequestMetrics is one). */
+export interface RouteTimer {
+  start(route: string): (status: number | string) => void;
+}
+
 export interface ErrorAnswer {
   status: number;
   message: string;
@@ -49,7 +53,7 @@ export interface GuardOptions {
    * complete (for an Upgrade, what the handler says); 499, the client left before it was;
    * "aborted", the response failed after its headers were out (a failed upstream, a bug).
    */
-  metrics?: RequestMetrics;
+  metrics?: RouteTimer;
   /** Default {@link jsonError}. */
   renderError?: ErrorRenderer;
 }

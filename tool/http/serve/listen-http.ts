@@ -11,9 +11,15 @@ import {
   httpServerOptions,
   limitHttpServer,
 } from "./connection-limits.ts";
-import { type GuardOptions, guardServer, type RequestHandler, type UpgradeHandler } from "./guard.ts";
+import {
+  type GuardOptions,
+  guardServer,
+  type RequestHandler,
+  type RouteTimer,
+  type UpgradeHandler,
+} from "./guard.ts";
 import { HttpError } from "./http-error.ts";
-import { limitReporter } from "./limit-report.ts";
+import { type LimitCounter, limitReporter } from "./limit-report.ts";
 import { createProtocolSplitServer } from "./protocol-split.ts";
 
 /** Where HTTP/2 connections go when HTTP/1.1 and HTTP/2 share the port (e.g. a gRPC server). */
@@ -25,6 +31,8 @@ export interface Http2Connections {
 }
 
 export interface HttpListenOptions extends GuardOptions {
+  /** Request timing and the count of connections closed for a limit (observability's RequestMetrics). */
+  metrics?: RouteTimer & LimitCounter;
   address: ListenAddress;
   /** Serve HTTPS with these PEM files. */
   tls?: TlsFiles;
