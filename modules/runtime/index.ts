@@ -9,7 +9,7 @@ export type {
   LeaderElection,
 } from "./agentk.ts";
 export { AgentConfigurations, type ConfigurationLookup } from "./configurations.ts";
-export { announceGitPush, onGitPush, type PushedProject, publishGitPush } from "./git-push.ts";
+export { announceGitPush, onGitPush, type PushedProject, pollOnGitPush, publishGitPush } from "./git-push.ts";
 export { KUBERNETES_SERVICE } from "./http-services.ts";
 export type {
   AgentIdentity,
@@ -32,6 +32,12 @@ export { LEADER_ONLY, leaderOnly } from "./leader.ts";
 export { type Listening, listenerModule } from "./listener-module.ts";
 export { type Module, type ModuleFactory, Phase } from "./module.ts";
 export { PollLoop, type PollLoopOptions } from "./poll-loop.ts";
+export {
+  type PolledWatch,
+  PollWatches,
+  type PollWatchesOptions,
+  type PollWatchMetrics,
+} from "./poll-watches.ts";
 export * from "./repositories.ts";
 export { callSignal, deadlinePassed, positiveId, rpcError } from "./rpc-call.ts";
 export { ModuleCloseError, ModuleRunner } from "./runner.ts";

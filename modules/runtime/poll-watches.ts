@@ -1,0 +1,141 @@
+// A registry of poll watches, for modules that watch Git: one watch per key (a repository, a ref),
+// shared by everyone who follows it, each polled by its own PollLoop; created on first use, gone
+// with its last follower, polled at once on a push, stopped all together. What a poll reads and
+// whom it tells is the module's; the bookkeeping, the metrics and the failure reports are here.
+import { setMaxListeners } from "node:events";
+import type { Logger } from "../../tool/observability/index.ts";
+import type { PushedProject } from "./git-push.ts";
+import { PollLoop } from "./poll-loop.ts";
+import { RepositoryError, type RepositoryLocation } from "./repositories.ts";
+
+/** What every watch holds; a module's watch type adds what it follows. */
+export interface PolledWatch {
+  readonly key: string;
+  /** From the newest follower: a rotated Gitaly token is used from the next poll on. */
+  location: RepositoryLocation;
+  readonly loop: PollLoop;
+}
+
+/** The metrics every registry keeps (a module's own, under its own names). */
+export interface PollWatchMetrics {
+  /** How many watches there are. */
+  watches: { set(value: number): void };
+  /** Polls, by result: changed, unchanged, error. */
+  polls: { inc(labels: { result: string }): void };
+  /** Polls that could not read the repository, by RepositoryError code ("failed" for others). */
+  repositoryErrors: { inc(labels: { code: string }): void };
+}
+
+export interface PollWatchesOptions<W extends PolledWatch> {
+  /** One poll of `watch`: true when it reached the repository (the loop backs off after false). */
+  poll: (watch: W) => Promise<boolean>;
+  pollPeriodMs: number;
+  /** For tests: the jitter's source. */
+  random?: () => number;
+  metrics: PollWatchMetrics;
+  log: Logger;
+  /** What the module polls, for the logs ("agent configuration", "manifest project"). */
+  what: string;
+}
+
+export class PollWatches<W extends PolledWatch> {
+  readonly #o: PollWatchesOptions<W>;
+  readonly #watches = new Map<string, W>();
+  readonly #abort = new AbortController();
+
+  constructor(options: PollWatchesOptions<W>) {
+    this.#o = options;
+    // Every repository call under way listens on it.
+    setMaxListeners(0, this.#abort.signal);
+  }
+
+  /** Aborts once the registry is closed: the repository calls of its polls take it. */
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+
+  /** Watches polled now. */
+  get size(): number {
+    return this.#watches.size;
+  }
+
+  values(): IterableIterator<W> {
+    return this.#watches.values();
+  }
+
+  /** The watch under `key`; `make` builds it, around the loop that polls it, when there is none. */
+  open(key: string, make: (loop: PollLoop) => W): { watch: W; fresh: boolean } {
+    const found = this.#watches.get(key);
+    if (found) return { watch: found, fresh: false };
+    const watch: W = make(
+      new PollLoop(() => this.#o.poll(watch), {
+        periodMs: this.#o.pollPeriodMs,
+        ...(this.#o.random && { random: this.#o.random }),
+        onError: (err) => this.#o.log.error({ err, repository: key }, `${this.#o.what} poll failed`),
+      }),
+    );
+    this.#watches.set(key, watch);
+    this.#o.metrics.watches.set(this.#watches.size);
+    return { watch, fresh: true };
+  }
+
+  /** Stops polling `watch` and forgets it (unless it is gone already). */
+  remove(watch: W): void {
+    if (this.#watches.get(watch.key) !== watch) return;
+    watch.loop.stop();
+    this.#watches.delete(watch.key);
+    this.#o.metrics.watches.set(this.#watches.size);
+  }
+
+  /**
+   * A push to `project`: polls at once every watch whose followers `follows` says name it.
+   * Returns how many.
+   */
+  pushed(project: PushedProject, follows: (watch: W, project: PushedProject) => boolean): number {
+    let n = 0;
+    for (const watch of this.#watches.values()) {
+      if (follows(watch, project)) {
+        n++;
+        void watch.loop.now();
+      }
+    }
+    return n;
+  }
+
+  /** Stops polling (polls under way are abandoned); `each` releases what a watch holds. */
+  close(each?: (watch: W) => void): void {
+    this.#abort.abort(new Error("kas is stopping"));
+    for (const w of this.#watches.values()) {
+      w.loop.stop();
+      each?.(w);
+    }
+    this.#watches.clear();
+  }
+
+  /** A poll that reached the repository: counted as changed or unchanged. */
+  reached(changed: boolean): void {
+    this.#o.metrics.polls.inc({ result: changed ? "changed" : "unchanged" });
+  }
+
+  /**
+   * A poll that could not read the repository: counted, and logged as `message` when `first` (once
+   * per outage, not on every retry). Returns the error's text.
+   */
+  failed(watch: W, err: unknown, first: boolean, message: string): string {
+    const text = err instanceof Error ? err.message : String(err);
+    const code = err instanceof RepositoryError ? err.code : "failed";
+    this.#o.metrics.polls.inc({ result: "error" });
+    this.#o.metrics.repositoryErrors.inc({ code });
+    if (first) this.#o.log.warn({ repository: watch.key, code, err: text }, message);
+    return text;
+  }
+
+  /** Hands `value` to `listener`; one that throws is logged as `message`, the others still hear. */
+  deliver<T>(listener: (value: T) => void, value: T, message: string, context: object = {}): void {
+    try {
+      listener(value);
+    } catch (err) {
+      this.#o.log.error({ err, ...context }, message);
+    }
+  }
+}
