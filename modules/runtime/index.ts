@@ -27,6 +27,15 @@ export type {
   ProjectRepository,
 } from "./kas.ts";
 export { ProjectAccessError } from "./kas.ts";
+export {
+  DEFAULT_STREAM_BACKOFF,
+  followStreams,
+  HEALTHY_STREAM_MS,
+  type StreamBackoff,
+  type StreamEndOptions,
+  streamEnd,
+  waitForReady,
+} from "./kas-stream.ts";
 export { LatestValue } from "./latest.ts";
 export { LEADER_ONLY, leaderOnly } from "./leader.ts";
 export { type Listening, listenerModule } from "./listener-module.ts";

@@ -10,9 +10,11 @@ import type { Logger } from "../../../tool/observability/index.ts";
 import {
   type AgentConfiguration,
   type AgentkModuleFactory,
+  DEFAULT_STREAM_BACKOFF,
   leaderOnly,
   type Module,
   Phase,
+  type StreamBackoff,
 } from "../../runtime/index.ts";
 import type { ClusterViews, ViewName } from "../views.ts";
 import { nodesView, podsView, warningsView, workloadsView } from "./compute.ts";
@@ -27,7 +29,7 @@ export interface ClusterViewsAgentOptions {
   /** Coalescing: changes go at most this often (the first after a quiet spell at once). Default 100 ms. */
   minIntervalMs?: number;
   /** Delays before a new stream after one ended. Default 250 ms doubling to 30 s. */
-  backoff?: { initialMs: number; maxMs: number };
+  backoff?: StreamBackoff;
   /** Delays before a failed list or watch is tried again. Default 1 s doubling to 30 s. */
   informerBackoff?: { initialMs: number; maxMs: number };
 }
@@ -76,7 +78,7 @@ export function clusterViewsAgentModuleEveryReplica(options: ClusterViewsAgentOp
           log,
           metrics,
           minIntervalMs: options.minIntervalMs ?? 100,
-          backoff: options.backoff ?? { initialMs: 250, maxMs: 30_000 },
+          backoff: options.backoff ?? DEFAULT_STREAM_BACKOFF,
           informerBackoff: options.informerBackoff ?? { initialMs: 1000, maxMs: 30_000 },
         });
         session.start();
@@ -106,7 +108,7 @@ interface SessionContext {
   log: Logger;
   metrics: ClusterViewsAgentMetrics;
   minIntervalMs: number;
-  backoff: { initialMs: number; maxMs: number };
+  backoff: StreamBackoff;
   informerBackoff: { initialMs: number; maxMs: number };
 }
 

@@ -12,15 +12,23 @@ import {
   type ReportSyncRequest,
 } from "../../../proto/gen/gitops/v1/gitops.ts";
 import type { Logger } from "../../../tool/observability/index.ts";
-import { type AgentkModuleFactory, leaderOnly, type Module, Phase } from "../../runtime/index.ts";
+import {
+  type AgentkModuleFactory,
+  DEFAULT_STREAM_BACKOFF,
+  followStreams,
+  leaderOnly,
+  type Module,
+  Phase,
+  type StreamBackoff,
+  streamEnd,
+  waitForReady,
+} from "../../runtime/index.ts";
 import type { Applier, ManifestProject, SyncOutcome } from "./applier/index.ts";
 
 /** A commit's files may total this much; a bigger commit is refused (reported, not applied). */
 export const MAX_COMMIT_BYTES = 20 * 1024 * 1024;
 /** The last commit is applied again this often, undoing drift (changes made in the cluster by hand). */
 export const DEFAULT_DRIFT_INTERVAL_MS = 5 * 60_000;
-/** A stream that lasted this long was healthy, whatever ended it (a tunnel rotating, kas draining). */
-const HEALTHY_STREAM_MS = 10_000;
 const REPORT_DEADLINE_MS = 30_000;
 
 export interface GitopsAgentOptions {
@@ -31,7 +39,7 @@ export interface GitopsAgentOptions {
   /** Part of every inventory id (two agents applying one project to one cluster keep apart). Default `agentk`. */
   owner?: string;
   /** Reconnect delays after a stream ends (the channel itself waits for a tunnel). */
-  backoff?: { initialMs: number; maxMs: number };
+  backoff?: StreamBackoff;
   /** How often the last commit is applied again. Default 5 minutes. */
   driftIntervalMs?: number;
   maxCommitBytes?: number;
@@ -74,7 +82,7 @@ export function gitopsAgentModuleEveryReplica(options: GitopsAgentOptions): Agen
         applier,
         log,
         syncs,
-        backoff: options.backoff ?? { initialMs: 250, maxMs: 30_000 },
+        backoff: options.backoff ?? DEFAULT_STREAM_BACKOFF,
         driftIntervalMs: options.driftIntervalMs ?? DEFAULT_DRIFT_INTERVAL_MS,
         maxCommitBytes: options.maxCommitBytes ?? MAX_COMMIT_BYTES,
       };
@@ -156,7 +164,7 @@ interface WorkerContext {
   applier: Applier;
   log: Logger;
   syncs: Counter<"result">;
-  backoff: { initialMs: number; maxMs: number };
+  backoff: StreamBackoff;
   driftIntervalMs: number;
   maxCommitBytes: number;
 }
@@ -235,97 +243,81 @@ class ProjectWorker {
     this.#woken = false;
   }
 
-  async #followLoop(signal: AbortSignal): Promise<void> {
-    const { backoff } = this.#ctx;
-    let delay = backoff.initialMs;
-    while (!signal.aborted) {
-      if (await this.#follow(signal)) delay = backoff.initialMs;
-      if (signal.aborted) break;
-      await sleep(delay / 2 + Math.random() * delay, undefined, { signal }).catch(() => {});
-      delay = Math.min(delay * 2, backoff.maxMs);
-    }
+  #followLoop(signal: AbortSignal): Promise<void> {
+    return followStreams(signal, this.#ctx.backoff, (s) => this.#follow(s));
   }
 
   /** One stream until it ends; resolves with whether it went well (brought a commit, lasted, or ended OK). */
   #follow(signal: AbortSignal): Promise<boolean> {
     const { client, maxCommitBytes } = this.#ctx;
     const project = this.project;
-    return new Promise<boolean>((resolve) => {
-      const started = Date.now();
-      let received = false;
-      const call = client.getObjectsToSynchronize(
-        {
-          projectId: project.id,
-          commitId: this.#pending?.commitId ?? this.#applied?.commitId ?? "",
-          paths: project.paths.map((p) => ({ glob: p.glob })),
-          ref: project.ref ? { ...project.ref } : undefined,
-        },
-        new grpc.Metadata({ waitForReady: true }),
-      );
-      const cancel = () => call.cancel();
-      signal.addEventListener("abort", cancel, { once: true });
-      let commit:
-        | {
-            commitId: string;
-            agentId: string;
-            chunks: Map<string, Buffer[]>;
-            last: string;
-            bytes: number;
-            refused?: string;
-          }
-        | undefined;
-      const protocolError = (message: string) => {
-        this.#log.warn({ err: message }, "unexpected message on the manifest stream; reconnecting");
+    let received = false;
+    const call = client.getObjectsToSynchronize(
+      {
+        projectId: project.id,
+        commitId: this.#pending?.commitId ?? this.#applied?.commitId ?? "",
+        paths: project.paths.map((p) => ({ glob: p.glob })),
+        ref: project.ref ? { ...project.ref } : undefined,
+      },
+      waitForReady(),
+    );
+    let commit:
+      | {
+          commitId: string;
+          agentId: string;
+          chunks: Map<string, Buffer[]>;
+          last: string;
+          bytes: number;
+          refused?: string;
+        }
+      | undefined;
+    const protocolError = (message: string) => {
+      this.#log.warn({ err: message }, "unexpected message on the manifest stream; reconnecting");
+      commit = undefined;
+      call.cancel();
+    };
+    call.on("data", (message: GetObjectsToSynchronizeResponse) => {
+      if (message.header) {
+        commit = {
+          commitId: message.header.commitId,
+          agentId: message.header.agentId,
+          chunks: new Map(),
+          last: "",
+          bytes: 0,
+        };
+      } else if (message.object) {
+        if (!commit) return protocolError("an object before any header");
+        const { source, data } = message.object;
+        if (commit.refused) return;
+        commit.bytes += data.length;
+        if (commit.bytes > maxCommitBytes) {
+          commit.refused = `the commit's files exceed ${maxCommitBytes} bytes; it is not applied`;
+          commit.chunks.clear(); // the rest is dropped until the trailer
+          return;
+        }
+        const chunks = commit.chunks.get(source);
+        if (chunks && source !== commit.last) return protocolError(`file ${source} sent in two parts apart`);
+        if (chunks) chunks.push(data);
+        else commit.chunks.set(source, [data]);
+        commit.last = source;
+      } else if (message.trailer) {
+        if (!commit) return protocolError("a trailer before any header");
+        received = true;
+        const files = new Map([...commit.chunks].map(([s, parts]) => [s, Buffer.concat(parts)] as const));
+        this.#receive({
+          commitId: commit.commitId,
+          agentId: commit.agentId,
+          files,
+          ...(commit.refused && { refused: commit.refused }),
+        });
         commit = undefined;
-        call.cancel();
-      };
-      call.on("data", (message: GetObjectsToSynchronizeResponse) => {
-        if (message.header) {
-          commit = {
-            commitId: message.header.commitId,
-            agentId: message.header.agentId,
-            chunks: new Map(),
-            last: "",
-            bytes: 0,
-          };
-        } else if (message.object) {
-          if (!commit) return protocolError("an object before any header");
-          const { source, data } = message.object;
-          if (commit.refused) return;
-          commit.bytes += data.length;
-          if (commit.bytes > maxCommitBytes) {
-            commit.refused = `the commit's files exceed ${maxCommitBytes} bytes; it is not applied`;
-            commit.chunks.clear(); // the rest is dropped until the trailer
-            return;
-          }
-          const chunks = commit.chunks.get(source);
-          if (chunks && source !== commit.last)
-            return protocolError(`file ${source} sent in two parts apart`);
-          if (chunks) chunks.push(data);
-          else commit.chunks.set(source, [data]);
-          commit.last = source;
-        } else if (message.trailer) {
-          if (!commit) return protocolError("a trailer before any header");
-          received = true;
-          const files = new Map([...commit.chunks].map(([s, parts]) => [s, Buffer.concat(parts)] as const));
-          this.#receive({
-            commitId: commit.commitId,
-            agentId: commit.agentId,
-            files,
-            ...(commit.refused && { refused: commit.refused }),
-          });
-          commit = undefined;
-        }
-      });
-      call.on("error", (err: grpc.ServiceError) => {
-        if (!signal.aborted && err.code !== grpc.status.UNAVAILABLE && err.code !== grpc.status.CANCELLED) {
-          this.#log.warn({ code: err.code, err: err.details }, "manifest stream failed");
-        }
-      });
-      call.on("status", (status: grpc.StatusObject) => {
-        signal.removeEventListener("abort", cancel);
-        resolve(received || status.code === grpc.status.OK || Date.now() - started > HEALTHY_STREAM_MS);
-      });
+      }
+    });
+    return streamEnd(call, signal, {
+      received: () => received,
+      quiet: [grpc.status.UNAVAILABLE, grpc.status.CANCELLED],
+      log: this.#log,
+      message: "manifest stream failed",
     });
   }
 
