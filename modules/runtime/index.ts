@@ -48,5 +48,5 @@ export {
   type PollWatchMetrics,
 } from "./poll-watches.ts";
 export * from "./repositories.ts";
-export { callSignal, deadlinePassed, positiveId, rpcError } from "./rpc-call.ts";
+export { callingAgent, callSignal, deadlinePassed, positiveId, rpcError } from "./rpc-call.ts";
 export { ModuleCloseError, ModuleRunner } from "./runner.ts";

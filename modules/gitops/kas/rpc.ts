@@ -14,6 +14,7 @@ import type { Logger } from "../../../tool/observability/index.ts";
 import {
   type AgentIdentity,
   type AgentRpc,
+  callingAgent,
   type ProjectAccess,
   ProjectAccessError,
   type ProjectRepository,
@@ -80,13 +81,8 @@ export function addGitopsService(deps: GitopsServiceDeps): void {
 
   const service: GitopsServiceServer = {
     getObjectsToSynchronize(call) {
-      let session: ReturnType<AgentRpc["agentOf"]>;
-      try {
-        session = rpc.agentOf(call);
-      } catch (err) {
-        call.emit("error", err as grpc.ServiceError);
-        return;
-      }
+      const session = callingAgent(rpc, call, (err) => call.emit("error", err));
+      if (!session) return;
       const agent: AgentIdentity = session.identity;
       const req = call.request;
       const project = req.projectId;
@@ -262,13 +258,8 @@ export function addGitopsService(deps: GitopsServiceDeps): void {
     },
 
     reportSync(call, callback) {
-      let agent: AgentIdentity;
-      try {
-        agent = rpc.agentOf(call).identity;
-      } catch (err) {
-        callback(err as grpc.ServiceError);
-        return;
-      }
+      const agent = callingAgent(rpc, call, callback)?.identity;
+      if (!agent) return;
       const fail = (code: grpc.status, details: string) => callback(statusError(code, details));
       const parsed = parseReport(call.request);
       if (typeof parsed === "string") return fail(grpc.status.INVALID_ARGUMENT, parsed);
