@@ -1,6 +1,7 @@
 // The module seam: what a module is, how the daemons run them, and what each daemon gives them.
 
 export type { AgentInfo, GitalyInfo, GitalyRepository } from "./agent-info.ts";
+export { type AgentStateRoute, agentStateRoute } from "./agent-route.ts";
 export type {
   AgentConfiguration,
   AgentkModuleDeps,

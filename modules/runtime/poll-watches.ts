@@ -26,25 +26,28 @@ export interface PollWatchMetrics {
   repositoryErrors: { inc(labels: { code: string }): void };
 }
 
-export interface PollWatchesOptions<W extends PolledWatch> {
-  /** One poll of `watch`: true when it reached the repository (the loop backs off after false). */
-  poll: (watch: W) => Promise<boolean>;
+/** What a module's registry is given (its own options may hold more). */
+export interface PollWatchesOptions {
   pollPeriodMs: number;
   /** For tests: the jitter's source. */
   random?: () => number;
   metrics: PollWatchMetrics;
   log: Logger;
-  /** What the module polls, for the logs ("agent configuration", "manifest project"). */
-  what: string;
 }
 
 export class PollWatches<W extends PolledWatch> {
-  readonly #o: PollWatchesOptions<W>;
+  readonly #o: PollWatchesOptions;
+  /** What the module polls, for the logs ("agent configuration", "manifest project"). */
+  readonly #what: string;
+  /** One poll of a watch: true when it reached the repository (the loop backs off after false). */
+  readonly #poll: (watch: W) => Promise<boolean>;
   readonly #watches = new Map<string, W>();
   readonly #abort = new AbortController();
 
-  constructor(options: PollWatchesOptions<W>) {
+  constructor(options: PollWatchesOptions, what: string, poll: (watch: W) => Promise<boolean>) {
     this.#o = options;
+    this.#what = what;
+    this.#poll = poll;
     // Every repository call under way listens on it.
     setMaxListeners(0, this.#abort.signal);
   }
@@ -68,10 +71,10 @@ export class PollWatches<W extends PolledWatch> {
     const found = this.#watches.get(key);
     if (found) return { watch: found, fresh: false };
     const watch: W = make(
-      new PollLoop(() => this.#o.poll(watch), {
+      new PollLoop(() => this.#poll(watch), {
         periodMs: this.#o.pollPeriodMs,
         ...(this.#o.random && { random: this.#o.random }),
-        onError: (err) => this.#o.log.error({ err, repository: key }, `${this.#o.what} poll failed`),
+        onError: (err) => this.#o.log.error({ err, repository: key }, `${this.#what} poll failed`),
       }),
     );
     this.#watches.set(key, watch);

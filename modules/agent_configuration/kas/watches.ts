@@ -72,14 +72,7 @@ export class ConfigurationWatches {
 
   constructor(options: WatchesOptions) {
     this.#o = options;
-    this.#watches = new PollWatches({
-      poll: (w) => this.#pollOnce(w),
-      pollPeriodMs: options.pollPeriodMs,
-      ...(options.random && { random: options.random }),
-      metrics: options.metrics,
-      log: options.log,
-      what: "agent configuration",
-    });
+    this.#watches = new PollWatches(options, "agent configuration", (w) => this.#pollOnce(w));
   }
 
   /** Repositories polled now. */

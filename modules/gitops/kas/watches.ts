@@ -56,14 +56,7 @@ export class RefWatches {
 
   constructor(options: RefWatchesOptions) {
     this.#o = options;
-    this.#watches = new PollWatches({
-      poll: (w) => this.#pollOnce(w),
-      pollPeriodMs: options.pollPeriodMs,
-      ...(options.random && { random: options.random }),
-      metrics: options.metrics,
-      log: options.log,
-      what: "manifest project",
-    });
+    this.#watches = new PollWatches(options, "manifest project", (w) => this.#pollOnce(w));
   }
 
   get size(): number {
