@@ -18,6 +18,18 @@ export function unaryCall<T>(
   });
 }
 
+/**
+ * A running total of what a stream brought: `add(n)` throws what `over()` makes once the total
+ * passes `max` (the stream then stops: see consumeStream).
+ */
+export function cappedTotal(max: number, over: () => Error): (n: number) => void {
+  let total = 0;
+  return (n) => {
+    total += n;
+    if (total > max) throw over();
+  };
+}
+
 /** What to do after a message: keep reading, or cancel the call and resolve. */
 export type StreamStep = "continue" | "stop";
 
