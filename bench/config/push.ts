@@ -23,6 +23,7 @@ import { type InProcessAgentk, startInProcessAgentk } from "../../test/support/a
 import { GitRepo } from "../../test/support/git-repo.ts";
 import { RedisServer } from "../../test/support/redis-server.ts";
 import { createLogger } from "../../tool/observability/index.ts";
+import { notifyGitPush } from "../lib/git-push.ts";
 
 export interface PushOptions {
   /** Rounds per path. */
@@ -147,12 +148,7 @@ export async function measurePush(o: PushOptions): Promise<PushResult> {
         jwt = await gitlabJwt(kas.apiSecret);
         jwts.set(kas, jwt);
       }
-      const res = await fetch(`${kas.addresses.api}/api/v1/notifications/git_push`, {
-        method: "POST",
-        body: JSON.stringify({ project: { id: projectId } }),
-        headers: { "content-type": "application/json", "gitlab-kas-api-request": jwt },
-      });
-      if (res.status !== 204) throw new Error(`git_push answered ${res.status}: ${await res.text()}`);
+      await notifyGitPush(kas.addresses.api, jwt, { id: projectId });
     };
     const waits = async () => {
       let n = 0;

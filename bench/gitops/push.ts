@@ -12,7 +12,7 @@
 // has recorded the sync's ReportSync for that commit with every object `applied`. Completion is
 // detected by polling kas's metrics (`kas_gitops_syncs_total` moved), then confirmed on kas's API
 // (`GET /api/v1/agents/42/gitops`: last_sync.commitId and counts.applied).
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import type { Agent } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -20,12 +20,14 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { KubeConfig, KubernetesObjectApi, PatchStrategy } from "@kubernetes/client-node";
 import { stringify } from "yaml";
 import { gitlabJwt, TOKEN } from "../../test/kas/support/fixtures.ts";
-import { type InProcessKas, startInProcessKas } from "../../test/kas/support/in-process.ts";
+import type { InProcessKas } from "../../test/kas/support/in-process.ts";
 import { kubeConfigFor } from "../../test/modules/gitops/agentk/helpers.ts";
 import { type InProcessAgentk, startInProcessAgentk } from "../../test/support/agentk-in-process.ts";
 import { GitRepo } from "../../test/support/git-repo.ts";
 import { type KubeApiServer, startKubeApiServer } from "../../test/support/kube-apiserver.ts";
 import { createLogger } from "../../tool/observability/index.ts";
+import { notifyGitPush } from "../lib/git-push.ts";
+import { startKasWithAgents } from "../lib/kas.ts";
 
 export interface GitopsBenchOptions {
   sizes: number[];
@@ -199,21 +201,11 @@ export async function measureGitops(o: GitopsBenchOptions): Promise<SizeResult[]
       }),
     });
     await manifestRepo.commit({ "README.md": "bench\n" });
-    const tokensFile = join(dir, "tokens.yaml");
-    await writeFile(
-      tokensFile,
-      `${TOKEN}: ${JSON.stringify({
-        agentId: AGENT_ID,
-        projectId: 7,
-        agentName: AGENT_NAME,
-        repository: configRepo.path,
-        manifest_projects: { [PROJECT]: manifestRepo.path },
-      })}\n`,
-    );
+    const projects = { [PROJECT]: manifestRepo.path };
+    const bench = { agentId: AGENT_ID, projectId: 7, agentName: AGENT_NAME, repository: configRepo.path };
     // kas's defaults (Gitaly rate limits included) but the poll periods: an hour, so that only
     // the push notification brings a change.
-    kas = await startInProcessKas((c) => {
-      c.agent.staticTokensFile = tokensFile;
+    kas = await startKasWithAgents(dir, { [TOKEN]: { ...bench, manifest_projects: projects } }, (c) => {
       c.agent.configuration.pollPeriodMs = 3_600_000;
       c.agent.gitops.pollPeriodMs = 3_600_000;
     });
@@ -240,12 +232,7 @@ export async function measureGitops(o: GitopsBenchOptions): Promise<SizeResult[]
         jwt = await gitlabJwt(k.apiSecret);
         jwtAt = Date.now();
       }
-      const res = await fetch(`${k.addresses.api}/api/v1/notifications/git_push`, {
-        method: "POST",
-        body: JSON.stringify({ project: { full_path: PROJECT } }),
-        headers: { "content-type": "application/json", "gitlab-kas-api-request": jwt },
-      });
-      if (res.status !== 204) throw new Error(`git_push answered ${res.status}: ${await res.text()}`);
+      await notifyGitPush(k.addresses.api, jwt, { full_path: PROJECT });
     };
     const syncsTotal = async () => {
       const text = await (await fetch(`${k.addresses.observability}/metrics`)).text();
