@@ -1,7 +1,8 @@
 // A registry of poll watches, for modules that watch Git: one watch per key (a repository, a ref),
 // shared by everyone who follows it, each polled by its own PollLoop; created on first use, gone
-// with its last follower, polled at once on a push, stopped all together. What a poll reads and
-// whom it tells is the module's; the bookkeeping, the metrics and the failure reports are here.
+// with its last follower, polled at once on a push, stopped all together. A module's registry
+// extends it with what a poll reads and whom it tells (`poll`, `follows`); the bookkeeping, the
+// metrics and the failure reports are here.
 import { setMaxListeners } from "node:events";
 import type { Logger } from "../../tool/observability/index.ts";
 import type { PushedProject } from "./git-push.ts";
@@ -35,25 +36,31 @@ export interface PollWatchesOptions {
   log: Logger;
 }
 
-export class PollWatches<W extends PolledWatch> {
+export abstract class PollWatches<W extends PolledWatch> {
   readonly #o: PollWatchesOptions;
   /** What the module polls, for the logs ("agent configuration", "manifest project"). */
   readonly #what: string;
-  /** One poll of a watch: true when it reached the repository (the loop backs off after false). */
-  readonly #poll: (watch: W) => Promise<boolean>;
   readonly #watches = new Map<string, W>();
   readonly #abort = new AbortController();
 
-  constructor(options: PollWatchesOptions, what: string, poll: (watch: W) => Promise<boolean>) {
+  constructor(options: PollWatchesOptions, what: string) {
     this.#o = options;
     this.#what = what;
-    this.#poll = poll;
     // Every repository call under way listens on it.
     setMaxListeners(0, this.#abort.signal);
   }
 
+  /** One poll of `watch`: true when it reached the repository (the loop backs off after false). */
+  protected abstract poll(watch: W): Promise<boolean>;
+
+  /** Whether a push to `project` concerns one of the watch's followers. */
+  protected abstract follows(watch: W, project: PushedProject): boolean;
+
+  /** Releases what a watch holds beyond its loop, when the registry closes. */
+  protected released(_watch: W): void {}
+
   /** Aborts once the registry is closed: the repository calls of its polls take it. */
-  get signal(): AbortSignal {
+  protected get signal(): AbortSignal {
     return this.#abort.signal;
   }
 
@@ -62,16 +69,16 @@ export class PollWatches<W extends PolledWatch> {
     return this.#watches.size;
   }
 
-  values(): IterableIterator<W> {
+  protected watches(): IterableIterator<W> {
     return this.#watches.values();
   }
 
   /** The watch under `key`; `make` builds it, around the loop that polls it, when there is none. */
-  open(key: string, make: (loop: PollLoop) => W): { watch: W; fresh: boolean } {
+  protected open(key: string, make: (loop: PollLoop) => W): { watch: W; fresh: boolean } {
     const found = this.#watches.get(key);
     if (found) return { watch: found, fresh: false };
     const watch: W = make(
-      new PollLoop(() => this.#poll(watch), {
+      new PollLoop(() => this.poll(watch), {
         periodMs: this.#o.pollPeriodMs,
         ...(this.#o.random && { random: this.#o.random }),
         onError: (err) => this.#o.log.error({ err, repository: key }, `${this.#what} poll failed`),
@@ -83,21 +90,18 @@ export class PollWatches<W extends PolledWatch> {
   }
 
   /** Stops polling `watch` and forgets it (unless it is gone already). */
-  remove(watch: W): void {
+  protected remove(watch: W): void {
     if (this.#watches.get(watch.key) !== watch) return;
     watch.loop.stop();
     this.#watches.delete(watch.key);
     this.#o.metrics.watches.set(this.#watches.size);
   }
 
-  /**
-   * A push to `project`: polls at once every watch whose followers `follows` says name it.
-   * Returns how many.
-   */
-  pushed(project: PushedProject, follows: (watch: W, project: PushedProject) => boolean): number {
+  /** A push to `project`: polls at once every watch one of whose followers follows it. Returns how many. */
+  pushed(project: PushedProject): number {
     let n = 0;
     for (const watch of this.#watches.values()) {
-      if (follows(watch, project)) {
+      if (this.follows(watch, project)) {
         n++;
         void watch.loop.now();
       }
@@ -105,18 +109,18 @@ export class PollWatches<W extends PolledWatch> {
     return n;
   }
 
-  /** Stops polling (polls under way are abandoned); `each` releases what a watch holds. */
-  close(each?: (watch: W) => void): void {
+  /** Stops polling; polls under way are abandoned. */
+  close(): void {
     this.#abort.abort(new Error("kas is stopping"));
     for (const w of this.#watches.values()) {
       w.loop.stop();
-      each?.(w);
+      this.released(w);
     }
     this.#watches.clear();
   }
 
   /** A poll that reached the repository: counted as changed or unchanged. */
-  reached(changed: boolean): void {
+  protected reached(changed: boolean): void {
     this.#o.metrics.polls.inc({ result: changed ? "changed" : "unchanged" });
   }
 
@@ -124,7 +128,7 @@ export class PollWatches<W extends PolledWatch> {
    * A poll that could not read the repository: counted, and logged as `message` when `first` (once
    * per outage, not on every retry). Returns the error's text.
    */
-  failed(watch: W, err: unknown, first: boolean, message: string): string {
+  protected failed(watch: W, err: unknown, first: boolean, message: string): string {
     const text = err instanceof Error ? err.message : String(err);
     const code = err instanceof RepositoryError ? err.code : "failed";
     this.#o.metrics.polls.inc({ result: "error" });
@@ -134,7 +138,7 @@ export class PollWatches<W extends PolledWatch> {
   }
 
   /** Hands `value` to `listener`; one that throws is logged as `message`, the others still hear. */
-  deliver<T>(listener: (value: T) => void, value: T, message: string, context: object = {}): void {
+  protected deliver<T>(listener: (value: T) => void, value: T, message: string, context: object = {}): void {
     try {
       listener(value);
     } catch (err) {

@@ -66,30 +66,24 @@ interface Watch extends PolledWatch {
   failing: string | undefined;
 }
 
-export class ConfigurationWatches {
+export class ConfigurationWatches extends PollWatches<Watch> {
   readonly #o: WatchesOptions;
-  readonly #watches: PollWatches<Watch>;
 
   constructor(options: WatchesOptions) {
+    super(options, "agent configuration");
     this.#o = options;
-    this.#watches = new PollWatches(options, "agent configuration", (w) => this.#pollOnce(w));
-  }
-
-  /** Repositories polled now. */
-  get size(): number {
-    return this.#watches.size;
   }
 
   /** Watches whose last poll could not reach their repository: key -> reason. */
   failing(): Map<string, string> {
     const out = new Map<string, string>();
-    for (const w of this.#watches.values()) if (w.failing !== undefined) out.set(w.key, w.failing);
+    for (const w of this.watches()) if (w.failing !== undefined) out.set(w.key, w.failing);
     return out;
   }
 
   /** The state of an agent this replica watches for. */
   stateOf(agentId: string): AgentConfigurationState | undefined {
-    for (const w of this.#watches.values()) {
+    for (const w of this.watches()) {
       for (const e of w.agents.values()) if (e.agent.agentId === agentId) return e.state;
     }
     return undefined;
@@ -112,7 +106,7 @@ export class ConfigurationWatches {
       });
       return () => {};
     }
-    const { watch, fresh } = this.#watches.open(repositoryKey(location), (loop) => ({
+    const { watch, fresh } = this.open(repositoryKey(location), (loop) => ({
       key: repositoryKey(location),
       location,
       agents: new Map(),
@@ -158,28 +152,23 @@ export class ConfigurationWatches {
     };
   }
 
-  /** A push to `project`: polls at once every watch holding one of its agents. Returns how many. */
-  pushed(project: PushedProject): number {
-    return this.#watches.pushed(project, (watch) =>
-      [...watch.agents.values()].some(({ agent }) =>
-        project.id !== undefined
-          ? agent.projectId === project.id
-          : project.fullPath !== undefined && agent.gitalyRepository?.glProjectPath === project.fullPath,
-      ),
+  /** A push to `project` polls every watch holding one of its agents. */
+  protected follows(watch: Watch, project: PushedProject): boolean {
+    return [...watch.agents.values()].some(({ agent }) =>
+      project.id !== undefined
+        ? agent.projectId === project.id
+        : project.fullPath !== undefined && agent.gitalyRepository?.glProjectPath === project.fullPath,
     );
   }
 
-  /** Stops polling; polls under way are abandoned. */
-  close(): void {
-    this.#watches.close((w) => {
-      for (const e of w.agents.values()) clearTimeout(e.linger);
-    });
+  protected override released(watch: Watch): void {
+    for (const e of watch.agents.values()) clearTimeout(e.linger);
   }
 
   #forget(watch: Watch, agentName: string, entry: AgentEntry): void {
     if (watch.agents.get(agentName) !== entry) return;
     watch.agents.delete(agentName);
-    if (watch.agents.size === 0) this.#watches.remove(watch);
+    if (watch.agents.size === 0) this.remove(watch);
   }
 
   #random(): number {
@@ -187,16 +176,16 @@ export class ConfigurationWatches {
   }
 
   /** One poll: true when the repository was reached and every agent's file read. */
-  async #pollOnce(watch: Watch): Promise<boolean> {
+  protected async poll(watch: Watch): Promise<boolean> {
     const first = watch.agents.values().next().value;
-    if (!first || this.#watches.signal.aborted) return true;
+    if (!first || this.signal.aborted) return true;
     // Rate limits are kept per agent: the ref lookup is charged to one of the agents it serves.
-    const ctx = { agentId: first.agent.agentId, signal: this.#watches.signal };
+    const ctx = { agentId: first.agent.agentId, signal: this.signal };
     let commit: string;
     try {
       commit = (await this.#o.repositories.resolveRef(watch.location, {}, ctx)) ?? "";
     } catch (err) {
-      if (this.#watches.signal.aborted) return true;
+      if (this.signal.aborted) return true;
       this.#repositoryFailed(watch, err);
       return false;
     }
@@ -209,13 +198,13 @@ export class ConfigurationWatches {
       const error = await this.#refresh(watch, entry, commit);
       failure ??= error;
     }
-    if (this.#watches.signal.aborted) return true;
+    if (this.signal.aborted) return true;
     if (failure !== undefined) {
       this.#repositoryFailed(watch, failure);
       return false;
     }
     watch.failing = undefined;
-    this.#watches.reached(changed);
+    this.reached(changed);
     return true;
   }
 
@@ -265,7 +254,7 @@ export class ConfigurationWatches {
     try {
       content = await this.#o.repositories.readFile(watch.location, commit, path, this.#o.maxFileBytes, {
         agentId: agent.agentId,
-        signal: this.#watches.signal,
+        signal: this.signal,
       });
     } catch (err) {
       if (err instanceof RepositoryError && err.code === "too_large") {
@@ -288,7 +277,7 @@ export class ConfigurationWatches {
   /** Counted once per poll; every agent of the watch keeps its configuration and learns why (the loop backs off). */
   #repositoryFailed(watch: Watch, err: unknown): void {
     const first = watch.failing === undefined;
-    const message = this.#watches.failed(watch, err, first, "cannot read agent configuration project");
+    const message = this.failed(watch, err, first, "cannot read agent configuration project");
     watch.failing = message;
     const problem: ConfigurationProblem = { kind: "repository", message, at: new Date().toISOString() };
     for (const entry of watch.agents.values()) this.#publish(entry, { ...entry.state, problem });
@@ -302,6 +291,6 @@ export class ConfigurationWatches {
 
   /** A listener that throws is logged; the others still hear. */
   #deliver(listener: Listener, state: AgentConfigurationState): void {
-    this.#watches.deliver(listener, state, "agent configuration listener failed", { agentId: state.agentId });
+    this.deliver(listener, state, "agent configuration listener failed", { agentId: state.agentId });
   }
 }

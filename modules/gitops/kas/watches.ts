@@ -50,17 +50,12 @@ export function refKey(ref: RefSelector): string {
   return "default";
 }
 
-export class RefWatches {
+export class RefWatches extends PollWatches<Watch> {
   readonly #o: RefWatchesOptions;
-  readonly #watches: PollWatches<Watch>;
 
   constructor(options: RefWatchesOptions) {
+    super(options, "manifest project");
     this.#o = options;
-    this.#watches = new PollWatches(options, "manifest project", (w) => this.#pollOnce(w));
-  }
-
-  get size(): number {
-    return this.#watches.size;
   }
 
   /**
@@ -70,7 +65,7 @@ export class RefWatches {
    */
   subscribe(sub: RefSubscription, listener: Listener): () => void {
     const key = `${repositoryKey(sub.location)}\0${refKey(sub.ref)}`;
-    const { watch } = this.#watches.open(key, (loop) => ({
+    const { watch } = this.open(key, (loop) => ({
       key,
       location: sub.location,
       ref: sub.ref,
@@ -84,47 +79,41 @@ export class RefWatches {
     else if (!watch.loop.running) void watch.loop.now(); // the poll under way will tell it
     return () => {
       watch.subscribers.delete(listener);
-      if (watch.subscribers.size === 0) this.#watches.remove(watch);
+      if (watch.subscribers.size === 0) this.remove(watch);
     };
   }
 
-  /** A push to `project`: polls at once every watch one of whose streams follows it. Returns how many. */
-  pushed(project: PushedProject): number {
-    return this.#watches.pushed(project, (watch) =>
-      [...watch.subscribers.values()].some(
-        (s) =>
-          (project.id !== undefined && s.projectNames.includes(project.id)) ||
-          (project.fullPath !== undefined && s.projectNames.includes(project.fullPath)),
-      ),
+  /** A push to `project` polls every watch one of whose streams follows it. */
+  protected follows(watch: Watch, project: PushedProject): boolean {
+    return [...watch.subscribers.values()].some(
+      (s) =>
+        (project.id !== undefined && s.projectNames.includes(project.id)) ||
+        (project.fullPath !== undefined && s.projectNames.includes(project.fullPath)),
     );
   }
 
-  close(): void {
-    this.#watches.close();
-  }
-
   /** One poll: true when the ref was reached (the loop backs off after false). */
-  async #pollOnce(watch: Watch): Promise<boolean> {
+  protected async poll(watch: Watch): Promise<boolean> {
     const first = watch.subscribers.values().next().value;
-    if (!first || this.#watches.signal.aborted) return true;
+    if (!first || this.signal.aborted) return true;
     let event: RefEvent;
     try {
       const commit = await this.#o.repositories.resolveRef(watch.location, watch.ref, {
         agentId: first.agentId,
-        signal: this.#watches.signal,
+        signal: this.signal,
       });
       event = { ok: true, commit };
     } catch (err) {
-      if (this.#watches.signal.aborted) return true;
+      if (this.signal.aborted) return true;
       event = { ok: false, error: err };
     }
     const previous = watch.last;
     watch.last = event;
     if (!event.ok) {
-      this.#watches.failed(watch, event.error, watch.loop.failures === 0, "cannot poll manifest project");
+      this.failed(watch, event.error, watch.loop.failures === 0, "cannot poll manifest project");
     } else {
       const changed = !previous?.ok || previous.commit !== event.commit;
-      this.#watches.reached(changed);
+      this.reached(changed);
       // Streams compare with what their agent has: an unchanged commit is news to nobody.
       if (!changed) return true;
     }
@@ -133,6 +122,6 @@ export class RefWatches {
   }
 
   #deliver(listener: Listener, event: RefEvent): void {
-    this.#watches.deliver(listener, event, "gitops ref listener failed");
+    this.deliver(listener, event, "gitops ref listener failed");
   }
 }
