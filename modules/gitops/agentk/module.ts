@@ -13,6 +13,7 @@ import {
 } from "../../../proto/gen/gitops/v1/gitops.ts";
 import type { Logger } from "../../../tool/observability/index.ts";
 import {
+  type AgentkModuleDeps,
   type AgentkModuleFactory,
   DEFAULT_STREAM_BACKOFF,
   followStreams,
@@ -47,98 +48,97 @@ export interface GitopsAgentOptions {
   pollIntervalMs?: number;
 }
 
-/** The module, as agentk lists it: once per agent (see `leaderOnly`). */
+/** The module, as agentk lists it: once per agent (see `leaderOnly`), a fresh one each term of this replica's. */
 export function gitopsAgentModule(options: GitopsAgentOptions): AgentkModuleFactory {
-  return leaderOnly(gitopsAgentModuleEveryReplica(options));
-}
-
-/** The module without the leader election (what each leader's term runs). */
-export function gitopsAgentModuleEveryReplica(options: GitopsAgentOptions): AgentkModuleFactory {
-  return {
+  return leaderOnly({
     name: "gitops",
     phase: Phase.capability,
-    async create({ kasRpc, log: parentLog, registry, configuration }): Promise<Module> {
-      const log = parentLog.child({ module: "gitops" });
-      const syncs = syncsCounter(registry);
-      const kc = await options.kubeConfig();
-      if (!kc) {
-        log.info("no Kubernetes configuration: GitOps manifest projects are not applied");
-        return { name: "gitops" };
+    create: (deps) => createGitopsModule(options, deps),
+  });
+}
+
+async function createGitopsModule(
+  options: GitopsAgentOptions,
+  { kasRpc, log, registry, configuration }: AgentkModuleDeps,
+): Promise<Module> {
+  const syncs = syncsCounter(registry);
+  const kc = await options.kubeConfig();
+  if (!kc) {
+    log.info("no Kubernetes configuration: GitOps manifest projects are not applied");
+    return { name: "gitops" };
+  }
+  const { Applier } = await import("./applier/index.ts");
+  const applier = new Applier({
+    kc,
+    ...(options.fieldManager !== undefined && { fieldManager: options.fieldManager }),
+    ...(options.owner !== undefined && { owner: options.owner }),
+    ...(options.pollIntervalMs !== undefined && { pollIntervalMs: options.pollIntervalMs }),
+  });
+  // The address and credentials are ignored: calls go over `kasRpc`, inside the tunnel.
+  const client = new GitopsServiceClient("kas", grpc.credentials.createInsecure(), {
+    channelOverride: kasRpc,
+  });
+  const workers = new Map<string, ProjectWorker>();
+  const context: WorkerContext = {
+    client,
+    applier,
+    log,
+    syncs,
+    backoff: options.backoff ?? DEFAULT_STREAM_BACKOFF,
+    driftIntervalMs: options.driftIntervalMs ?? DEFAULT_DRIFT_INTERVAL_MS,
+    maxCommitBytes: options.maxCommitBytes ?? MAX_COMMIT_BYTES,
+  };
+  let following: Promise<void> = Promise.resolve();
+
+  const reconcile = (projects: ManifestProject[]) => {
+    const wanted = new Map<string, ManifestProject>();
+    for (const p of projects) {
+      if (wanted.has(p.id)) {
+        log.warn({ project: p.id }, "manifest project listed twice; the first entry is used");
+        continue;
       }
-      const { Applier } = await import("./applier/index.ts");
-      const applier = new Applier({
-        kc,
-        ...(options.fieldManager !== undefined && { fieldManager: options.fieldManager }),
-        ...(options.owner !== undefined && { owner: options.owner }),
-        ...(options.pollIntervalMs !== undefined && { pollIntervalMs: options.pollIntervalMs }),
-      });
-      // The address and credentials are ignored: calls go over `kasRpc`, inside the tunnel.
-      const client = new GitopsServiceClient("kas", grpc.credentials.createInsecure(), {
-        channelOverride: kasRpc,
-      });
-      const workers = new Map<string, ProjectWorker>();
-      const context: WorkerContext = {
-        client,
-        applier,
-        log,
-        syncs,
-        backoff: options.backoff ?? DEFAULT_STREAM_BACKOFF,
-        driftIntervalMs: options.driftIntervalMs ?? DEFAULT_DRIFT_INTERVAL_MS,
-        maxCommitBytes: options.maxCommitBytes ?? MAX_COMMIT_BYTES,
-      };
-      let following: Promise<void> = Promise.resolve();
+      wanted.set(p.id, p);
+    }
+    for (const [id, worker] of workers) {
+      const next = wanted.get(id);
+      if (next && sameStream(worker.project, next)) continue;
+      // Gone, or its stream changes (ref, paths): this worker ends; a new one starts below.
+      worker.stop();
+      workers.delete(id);
+      if (!next) log.info({ project: id }, "manifest project removed from the configuration");
+    }
+    for (const [id, project] of wanted) {
+      const worker = workers.get(id);
+      if (worker) worker.update(project);
+      else {
+        const w = new ProjectWorker(project, context);
+        workers.set(id, w);
+        w.start();
+      }
+    }
+  };
 
-      const reconcile = (projects: ManifestProject[]) => {
-        const wanted = new Map<string, ManifestProject>();
-        for (const p of projects) {
-          if (wanted.has(p.id)) {
-            log.warn({ project: p.id }, "manifest project listed twice; the first entry is used");
-            continue;
-          }
-          wanted.set(p.id, p);
+  return {
+    name: "gitops",
+    start(signal) {
+      following = (async () => {
+        for await (const config of configuration.watch(signal)) {
+          reconcile(config.gitops?.manifest_projects ?? []);
         }
-        for (const [id, worker] of workers) {
-          const next = wanted.get(id);
-          if (next && sameStream(worker.project, next)) continue;
-          // Gone, or its stream changes (ref, paths): this worker ends; a new one starts below.
-          worker.stop();
-          workers.delete(id);
-          if (!next) log.info({ project: id }, "manifest project removed from the configuration");
-        }
-        for (const [id, project] of wanted) {
-          const worker = workers.get(id);
-          if (worker) worker.update(project);
-          else {
-            const w = new ProjectWorker(project, context);
-            workers.set(id, w);
-            w.start();
-          }
-        }
-      };
-
-      return {
-        name: "gitops",
-        start(signal) {
-          following = (async () => {
-            for await (const config of configuration.watch(signal)) {
-              reconcile(config.gitops?.manifest_projects ?? []);
-            }
-          })().catch((err: unknown) => log.error({ err }, "following the configuration failed"));
-          signal.addEventListener("abort", () => {
-            for (const w of workers.values()) w.stop();
-          });
-        },
-        async close(graceMs) {
-          for (const w of workers.values()) w.stop();
-          const all = Promise.all([following, ...[...workers.values()].map((w) => w.done)]);
-          const grace = new AbortController();
-          await Promise.race([all, sleep(graceMs, undefined, { signal: grace.signal }).catch(() => {})]);
-          grace.abort();
-          workers.clear();
-        },
-        // No client.close(): it would close the channel, which is agentk's and shared by every module.
-      };
+      })().catch((err: unknown) => log.error({ err }, "following the configuration failed"));
+      signal.addEventListener("abort", () => {
+        for (const w of workers.values()) w.stop();
+      });
     },
+    async close(graceMs) {
+      for (const w of workers.values()) w.stop();
+      const all = Promise.all([following, ...[...workers.values()].map((w) => w.done)]);
+      const grace = new AbortController();
+      await Promise.race([all, sleep(graceMs, undefined, { signal: grace.signal }).catch(() => {})]);
+      grace.abort();
+      workers.clear();
+    },
+    // No client.close(): it would close the channel, which is agentk's and shared by every module.
   };
 }
 
