@@ -1,6 +1,7 @@
 // Running one grpc-js call under a caller's AbortSignal: an abort cancels the call (CANCELLED,
 // mapped to "aborted"); a stream can be stopped early without reading the rest.
 import type { ClientReadableStream, ClientUnaryCall, ServiceError } from "@grpc/grpc-js";
+import { RepositoryError } from "../../../../modules/runtime/repositories.ts";
 
 export function unaryCall<T>(
   start: (callback: (err: ServiceError | null, response: T) => void) => ClientUnaryCall,
@@ -19,14 +20,14 @@ export function unaryCall<T>(
 }
 
 /**
- * A running total of what a stream brought: `add(n)` throws what `over()` makes once the total
- * passes `max` (the stream then stops: see consumeStream).
+ * A running total of what a stream brought: `add(n)` throws a `too_large` RepositoryError saying
+ * `over()` once the total passes `max` (the stream then stops: see consumeStream).
  */
-export function cappedTotal(max: number, over: () => Error): (n: number) => void {
+export function cappedTotal(max: number, over: () => string): (n: number) => void {
   let total = 0;
   return (n) => {
     total += n;
-    if (total > max) throw over();
+    if (total > max) throw new RepositoryError("too_large", over());
   };
 }
 

@@ -92,14 +92,9 @@ export class GitalyRepositories implements RepositoryReader {
     }
     return this.#run(location, "InfoRefsUploadPack", ctx, async (call) => {
       const chunks: Buffer[] = [];
-      const count = cappedTotal(
-        this.#maxAdvertisementBytes,
-        () =>
-          new RepositoryError(
-            "too_large",
-            `Gitaly ${addressOf(location)}, project ${projectOf(location)}: ref advertisement over ${this.#maxAdvertisementBytes} bytes`,
-          ),
-      );
+      const where = `Gitaly ${addressOf(location)}, project ${projectOf(location)}`;
+      const max = this.#maxAdvertisementBytes;
+      const count = cappedTotal(max, () => `${where}: ref advertisement over ${max} bytes`);
       await consumeStream(
         call.clients.smartHttp.infoRefsUploadPack(
           { repository: call.repository, gitConfigOptions: [], gitProtocol: "" },
@@ -284,14 +279,8 @@ export class GitalyRepositories implements RepositoryReader {
     const prefix = trimPath(dir);
     return this.#run(location, "GetTreeEntries", ctx, async (call) => {
       const files: TreeFile[] = [];
-      const count = cappedTotal(
-        this.#maxTreeEntries,
-        () =>
-          new RepositoryError(
-            "too_large",
-            `${where}: ${dir || "/"} has over ${this.#maxTreeEntries} entries`,
-          ),
-      );
+      const max = this.#maxTreeEntries;
+      const count = cappedTotal(max, () => `${where}: ${dir || "/"} has over ${max} entries`);
       try {
         await consumeStream(
           call.clients.commit.getTreeEntries(
