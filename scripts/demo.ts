@@ -412,16 +412,21 @@ async function configurationRound(): Promise<void> {
   say("git", `commit ${short(commit)}: ${CONFIG_FILE} now sets observability.logging.level: ${level}`);
   const applied = logged("agentk", "agent configuration applied", (e) => e.commitId === commit);
   applied.catch(() => {}); // awaited below, after the notification
-  const body = JSON.stringify({ project: { id: 1 } });
+  await notifyPush(api, { id: 1 });
+  const entry = await applied;
+  say("agentk", `agent configuration applied: commit ${short(entry.commitId)}, log level ${entry.logLevel}`);
+  await showConfiguration();
+}
+
+/** GitLab's git push notification for `project`, as GitLab sends it, told on the console. */
+async function notifyPush(api: string, project: { id: number } | { full_path: string }): Promise<void> {
+  const body = JSON.stringify({ project });
   const res = await fetch(`${api}/api/v1/notifications/git_push`, {
     method: "POST",
     body,
     headers: { "gitlab-kas-api-request": await gitlabJwt(), "content-type": "application/json" },
   });
   say("gitlab", `POST /api/v1/notifications/git_push ${body} -> ${res.status}`);
-  const entry = await applied;
-  say("agentk", `agent configuration applied: commit ${short(entry.commitId)}, log level ${entry.logLevel}`);
-  await showConfiguration();
 }
 
 /** The objects in the stand-in cluster and kas's GitOps status, then a manifest change, a push, and agentk applying it. */
@@ -440,13 +445,7 @@ async function gitopsRound(): Promise<void> {
   say("git", `commit ${short(commit)}: ${CONFIGMAP_FILE} now sets greeting: "${greeting()}"`);
   const synced = logged("agentk", "manifest project synced", (e) => e.commitId === commit);
   synced.catch(() => {}); // awaited below, after the notification
-  const body = JSON.stringify({ project: { full_path: MANIFEST_PROJECT } });
-  const res = await fetch(`${api}/api/v1/notifications/git_push`, {
-    method: "POST",
-    body,
-    headers: { "gitlab-kas-api-request": await gitlabJwt(), "content-type": "application/json" },
-  });
-  say("gitlab", `POST /api/v1/notifications/git_push ${body} -> ${res.status}`);
+  await notifyPush(api, { full_path: MANIFEST_PROJECT });
   const entry = await synced;
   say(
     "agentk",

@@ -15,30 +15,25 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { setTimeout as sleep } from "node:timers/promises";
-import { parseArgs } from "node:util";
 import { stringify } from "yaml";
 import { gitlabJwt, TOKEN } from "../../test/kas/support/fixtures.ts";
-import { type InProcessKas, startInProcessKas } from "../../test/kas/support/in-process.ts";
+import type { InProcessKas } from "../../test/kas/support/in-process.ts";
 import { GitRepo } from "../../test/support/git-repo.ts";
 import { type KubeApiServer, startKubeApiServer } from "../../test/support/kube-apiserver.ts";
 import { manifests } from "../gitops/push.ts";
+import { benchArgs } from "../lib/args.ts";
+import { startKasWithAgents } from "../lib/kas.ts";
 import { markdownTable, percentile, round } from "../lib/stats.ts";
 import { cpuSeconds, rssKiB } from "../scale/proc.ts";
 
-const { values: args } = parseArgs({
-  options: {
-    json: { type: "boolean", default: false },
-    seconds: { type: "string", default: "20" },
-    objects: { type: "string", default: "100" },
-    clients: { type: "string", default: "8" },
-  },
+const { args, log } = benchArgs({
+  seconds: "20",
+  objects: "100",
+  clients: "8",
 });
 const SECONDS = Number(args.seconds);
 const OBJECTS = Number(args.objects);
 const CLIENTS = Number(args.clients);
-const log = (s: string) => {
-  if (!args.json) process.stderr.write(`${s}\n`);
-};
 const PROJECT = "bench/manifests";
 const root = new URL("../..", import.meta.url).pathname;
 
@@ -103,21 +98,14 @@ try {
     }),
   });
   await manifestRepo.commit({ "README.md": "bench\n" });
-  const tokensFile = join(dir, "tokens.yaml");
-  await writeFile(
-    tokensFile,
-    `${TOKEN}: ${JSON.stringify({
-      agentId: 42,
-      projectId: 7,
-      agentName: "bench",
-      repository: configRepo.path,
-      manifest_projects: { [PROJECT]: manifestRepo.path },
-    })}\n`,
+  const agent = { agentId: 42, projectId: 7, agentName: "bench", repository: configRepo.path };
+  kas = await startKasWithAgents(
+    dir,
+    { [TOKEN]: { ...agent, manifest_projects: { [PROJECT]: manifestRepo.path } } },
+    (c) => {
+      c.agent.gitops.pollPeriodMs = 3_600_000;
+    },
   );
-  kas = await startInProcessKas((c) => {
-    c.agent.staticTokensFile = tokensFile;
-    c.agent.gitops.pollPeriodMs = 3_600_000;
-  });
   const k = kas;
   service.listen(0, "127.0.0.1");
   await once(service, "listening");

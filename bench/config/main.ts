@@ -9,41 +9,36 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 import { AGENTK_KEEPALIVE_DEFAULT } from "../../cmd/agentk/config/index.ts";
 import { DEFAULT_GITALY_RATE_LIMITS } from "../../cmd/kas/repositories/rate-limits.ts";
 import { parseDuration } from "../../tool/config/values.ts";
+import { benchArgs } from "../lib/args.ts";
+import { benchGit, benchGitEnv } from "../lib/git.ts";
 import { markdownTable, percentile, round } from "../lib/stats.ts";
 import { type Measurement, measure } from "../scale/measure.ts";
 import { measurePush, type PushPath } from "./push.ts";
 import type { SteadyPlan, SteadyResult } from "./steady.ts";
 
 const AGENTK_KEEPALIVE_MS = parseDuration(AGENTK_KEEPALIVE_DEFAULT);
-const { values: args } = parseArgs({
-  options: {
-    json: { type: "boolean", default: false },
-    parts: { type: "string", default: "1,2,3" },
-    // part 1
-    rounds: { type: "string", default: "50" },
-    pace: { type: "string", default: "600" },
-    // part 2
-    "steady-agents": { type: "string", default: "10000" },
-    "steady-repos": { type: "string", default: "100" },
-    "poll-period": { type: "string", default: "300" },
-    simulate: { type: "string", default: "1500" },
-    "steady-window": { type: "string", default: "300" },
-    // part 3
-    agents: { type: "string", default: "5000" },
-    "config-repos": { type: "string", default: "10" },
-    settle: { type: "string", default: "5" },
-    window: { type: "string", default: String(AGENTK_KEEPALIVE_MS / 1000) },
-    "baseline-window": { type: "string", default: "20" },
-  },
+const { args, log } = benchArgs({
+  parts: "1,2,3",
+  // part 1
+  rounds: "50",
+  pace: "600",
+  // part 2
+  "steady-agents": "10000",
+  "steady-repos": "100",
+  "poll-period": "300",
+  simulate: "1500",
+  "steady-window": "300",
+  // part 3
+  agents: "5000",
+  "config-repos": "10",
+  settle: "5",
+  window: String(AGENTK_KEEPALIVE_MS / 1000),
+  "baseline-window": "20",
 });
 const parts = new Set(args.parts.split(",").map(Number));
-const log = (s: string) => {
-  if (!args.json) process.stderr.write(`${s}\n`);
-};
 const out: string[] = [];
 const json: Record<string, unknown> = {};
 const ms = (n: number) => round(n, 1);
@@ -286,18 +281,8 @@ process.exit(0);
 
 /** `n` bare repositories; agent i (bench-<i+1>, as bench/scale names them) has its file in repository i % n. */
 function makeConfigRepos(dir: string, n: number, agents: number): string[] {
-  const env = {
-    PATH: process.env.PATH,
-    HOME: dir,
-    GIT_CONFIG_NOSYSTEM: "1",
-    GIT_CONFIG_GLOBAL: "/dev/null",
-    GIT_AUTHOR_NAME: "bench",
-    GIT_AUTHOR_EMAIL: "bench@example.com",
-    GIT_COMMITTER_NAME: "bench",
-    GIT_COMMITTER_EMAIL: "bench@example.com",
-  };
-  const git = (repo: string, a: string[], input = "", extra: Record<string, string> = {}) =>
-    execFileSync("git", ["-C", repo, ...a], { env: { ...env, ...extra }, input, encoding: "utf8" }).trim();
+  const env = benchGitEnv(dir);
+  const git = benchGit(dir);
   const paths: string[] = [];
   mkdirSync(join(dir, "repos"));
   mkdirSync(join(dir, "files"));

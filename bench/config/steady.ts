@@ -17,6 +17,7 @@ import { once } from "node:events";
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { benchGit, benchGitEnv } from "../lib/git.ts";
 import { real, VirtualClock } from "./virtual-clock.ts";
 
 export interface SteadyPlan {
@@ -60,23 +61,8 @@ const dir = mkdtempSync(join(tmpdir(), "bench-config-steady-"));
 const storage = join(dir, "storage");
 mkdirSync(join(storage, "repos"), { recursive: true });
 mkdirSync(join(storage, "agents"));
-const gitEnv = {
-  PATH: process.env.PATH,
-  HOME: dir,
-  GIT_CONFIG_NOSYSTEM: "1",
-  GIT_CONFIG_GLOBAL: "/dev/null",
-  GIT_AUTHOR_NAME: "bench",
-  GIT_AUTHOR_EMAIL: "bench@example.com",
-  GIT_COMMITTER_NAME: "bench",
-  GIT_COMMITTER_EMAIL: "bench@example.com",
-};
-const git = (repo: string, args: string[], input?: string, env: Record<string, string> = {}) =>
-  execFileSync("git", ["-C", repo, ...args], {
-    env: { ...gitEnv, ...env },
-    input: input ?? "",
-    encoding: "utf8",
-    maxBuffer: 64 << 20,
-  }).trim();
+const gitEnv = benchGitEnv(dir);
+const git = benchGit(dir);
 const agentName = (i: number) => `agent-${i}`;
 const commits: string[] = [];
 for (let r = 0; r < plan.repos; r++) {

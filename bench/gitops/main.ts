@@ -3,24 +3,18 @@
 // server (push.ts), against the same objects applied directly with server-side apply through
 // @kubernetes/client-node (the baseline), measured in the same run.
 import { cpus, loadavg } from "node:os";
-import { parseArgs } from "node:util";
+import { benchArgs } from "../lib/args.ts";
 import { markdownTable, percentile, round } from "../lib/stats.ts";
 import { measureGitops, type RunSample } from "./push.ts";
 
-const { values: args } = parseArgs({
-  options: {
-    json: { type: "boolean", default: false },
-    sizes: { type: "string", default: "10,100,1000" },
-    runs: { type: "string", default: "5" },
-    namespaces: { type: "string", default: "4" },
-    "file-per-object": { type: "boolean", default: false },
-    poll: { type: "string", default: "20" },
-    "reuse-connections": { type: "boolean", default: false },
-  },
+const { args, log } = benchArgs({
+  sizes: "10,100,1000",
+  runs: "5",
+  namespaces: "4",
+  "file-per-object": false,
+  poll: "20",
+  "reuse-connections": false,
 });
-const log = (s: string) => {
-  if (!args.json) process.stderr.write(`${s}\n`);
-};
 const TARGET_S = 10;
 const started = performance.now();
 const load0 = loadavg()[0]!;

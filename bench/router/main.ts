@@ -6,7 +6,6 @@
 import { randomBytes } from "node:crypto";
 import type { Duplex } from "node:stream";
 import { setImmediate as tick } from "node:timers/promises";
-import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import { Router } from "../../lib/router/index.ts";
 import { Kind, StreamDispatcher } from "../../lib/tunnel/header/index.ts";
@@ -17,24 +16,19 @@ import {
   type TunnelSession,
 } from "../../lib/tunnel/session/index.ts";
 import { RedisServer } from "../../test/support/redis-server.ts";
+import { benchArgs } from "../lib/args.ts";
 import { markdownTable, percentile, round } from "../lib/stats.ts";
 
-const { values: args } = parseArgs({
-  options: {
-    json: { type: "boolean", default: false },
-    requests: { type: "string", default: "2000" },
-    discoveries: { type: "string", default: "20" },
-    agents: { type: "string", default: "1000" },
-    "window-s": { type: "string", default: "30" },
-  },
+const { args, log } = benchArgs({
+  requests: "2000",
+  discoveries: "20",
+  agents: "1000",
+  "window-s": "30",
 });
 const REQUESTS = Number(args.requests);
 const DISCOVERIES = Number(args.discoveries);
 const AGENTS = Number(args.agents);
 const WINDOW_MS = Number(args["window-s"]) * 1000;
-const log = (s: string) => {
-  if (!args.json) process.stderr.write(`${s}\n`);
-};
 
 // ---- the cluster: Redis, three replicas (default production timings), one agent per replica ----
 const redis = await RedisServer.start();

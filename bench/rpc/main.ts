@@ -10,7 +10,6 @@ import { spawn } from "node:child_process";
 import { once } from "node:events";
 import os from "node:os";
 import { createInterface } from "node:readline";
-import { parseArgs } from "node:util";
 import * as grpc from "@grpc/grpc-js";
 import { Agent, type Dispatcher } from "undici";
 import {
@@ -22,29 +21,24 @@ import {
   type TunnelSession,
 } from "../../lib/tunnel/index.ts";
 import { GreeterServiceClient } from "../../proto/gen/example/v1/greeter.ts";
+import { benchArgs } from "../lib/args.ts";
 import { markdownTable, percentile, round } from "../lib/stats.ts";
 import { measureKubeList } from "./kube-list.ts";
 import { grpcUnary, httpLoad } from "./load.ts";
 import type { AgentPorts } from "./protocol.ts";
 
-const { values: args } = parseArgs({
-  options: {
-    json: { type: "boolean", default: false },
-    requests: { type: "string", default: "5000" },
-    concurrency: { type: "string", default: "64" },
-    "grpc-calls": { type: "string", default: "1500" },
-    trials: { type: "string", default: "9" },
-    "kube-requests": { type: "string", default: "200" },
-  },
+const { args, log } = benchArgs({
+  requests: "5000",
+  concurrency: "64",
+  "grpc-calls": "1500",
+  trials: "9",
+  "kube-requests": "200",
 });
 const REQUESTS = Number(args.requests);
 const CONCURRENCY = Number(args.concurrency);
 const GRPC_CALLS = Number(args["grpc-calls"]);
 const TRIALS = Number(args.trials);
 const KUBE_REQUESTS = Number(args["kube-requests"]);
-const log = (s: string) => {
-  if (!args.json) process.stderr.write(`${s}\n`);
-};
 
 // ---- the tunnel: the agent process dials in, this side opens streams ----
 let sessionUp!: (s: TunnelSession) => void;

@@ -10,30 +10,27 @@ import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 import { AGENTK_KEEPALIVE_DEFAULT } from "../../cmd/agentk/config/index.ts";
 import { parseDuration } from "../../tool/config/values.ts";
+import { benchArgs } from "../lib/args.ts";
 import { markdownTable, round } from "../lib/stats.ts";
 import { selfTime } from "./cpu-summary.ts";
 import { growthPerAgent } from "./heap-summary.ts";
 import { type Measurement, type MemoryProbe, measure, type Profile } from "./measure.ts";
 
 const AGENTK_KEEPALIVE_MS = parseDuration(AGENTK_KEEPALIVE_DEFAULT);
-const { values: args } = parseArgs({
-  options: {
-    json: { type: "boolean", default: false },
-    agents: { type: "string", default: "1000,5000" },
-    settle: { type: "string", default: "5" },
-    // After the agents connected: V8 runs a few full collections some 35 s after the connection
-    // storm's allocation stops (its memory reducer; --trace-gc at 19,500 agents showed three
-    // mark-compacts at +36 s). They are the storm's cost, not idleness': the window starts later.
-    // With 5 s, 19,500 agents measured 4.0-4.2 % of a core, with 60 s 2.1 %, in the same hour.
-    "idle-settle": { type: "string", default: "60" },
-    window: { type: "string", default: String(AGENTK_KEEPALIVE_MS / 1000) },
-    concurrency: { type: "string", default: "64" },
-    // The agents' keepalive interval in ms (0: off); default agentk's.
-    "agent-keepalive": { type: "string", default: String(AGENTK_KEEPALIVE_MS) },
-  },
+const { args, log } = benchArgs({
+  agents: "1000,5000",
+  settle: "5",
+  // After the agents connected: V8 runs a few full collections some 35 s after the connection
+  // storm's allocation stops (its memory reducer; --trace-gc at 19,500 agents showed three
+  // mark-compacts at +36 s). They are the storm's cost, not idleness': the window starts later.
+  // With 5 s, 19,500 agents measured 4.0-4.2 % of a core, with 60 s 2.1 %, in the same hour.
+  "idle-settle": "60",
+  window: String(AGENTK_KEEPALIVE_MS / 1000),
+  concurrency: "64",
+  // The agents' keepalive interval in ms (0: off); default agentk's.
+  "agent-keepalive": String(AGENTK_KEEPALIVE_MS),
 });
 const COUNTS = args.agents.split(",").map(Number);
 const TARGET_KIB = 16; // the performance issue: 20,000 agents at <= 16 KiB each, < 2 % of a core
@@ -45,9 +42,6 @@ if (profile !== undefined && !(PROFILES as readonly string[]).includes(profile))
     `BENCH_SCALE_PROFILE must be one of ${PROFILES.join(", ")}, got ${JSON.stringify(profile)}`,
   );
 }
-const log = (s: string) => {
-  if (!args.json) process.stderr.write(`${s}\n`);
-};
 if (profile) log(`BENCH_SCALE_PROFILE=${profile}: profiling perturbs the RSS and CPU figures of this run`);
 
 // kas and the load process each hold one socket per agent (Node raises its soft limit to the hard one).

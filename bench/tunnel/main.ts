@@ -7,32 +7,26 @@ import net from "node:net";
 import os from "node:os";
 import { createInterface } from "node:readline";
 import type { Duplex } from "node:stream";
-import { parseArgs } from "node:util";
 import { WebSocket } from "ws";
 import { TunnelSession } from "../../lib/tunnel/session/index.ts";
 import { dial } from "../../lib/tunnel/transport/index.ts";
+import { benchArgs } from "../lib/args.ts";
 import { markdownTable, percentile, round } from "../lib/stats.ts";
 import { hello, MODE_ECHO, MODE_SINK } from "./protocol.ts";
 
-const { values: args } = parseArgs({
-  options: {
-    json: { type: "boolean", default: false },
-    "single-mib": { type: "string", default: "128" },
-    "multi-mib": { type: "string", default: "32" },
-    "echo-rounds": { type: "string", default: "2000" },
-    trials: { type: "string", default: "5" },
-    // Which paths to run (comma-separated tcp,ws,tunnel): one alone, for a CPU profile of it.
-    kinds: { type: "string", default: "tcp,ws,tunnel" },
-  },
+const { args, log } = benchArgs({
+  "single-mib": "128",
+  "multi-mib": "32",
+  "echo-rounds": "2000",
+  trials: "5",
+  // Which paths to run (comma-separated tcp,ws,tunnel): one alone, for a CPU profile of it.
+  kinds: "tcp,ws,tunnel",
 });
 const SINGLE = Number(args["single-mib"]) * 1024 * 1024;
 const MULTI = Number(args["multi-mib"]) * 1024 * 1024;
 const ROUNDS = Number(args["echo-rounds"]);
 const TRIALS = Number(args.trials);
 const CHUNK = Buffer.alloc(64 * 1024, 0x5a);
-const log = (s: string) => {
-  if (!args.json) process.stderr.write(`${s}\n`);
-};
 
 // ---- the far end ----
 // `node --cpu-prof --import tsx bench/tunnel/main.ts` profiles the far end too.

@@ -13,7 +13,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
-import { parseArgs } from "node:util";
 import { KubeConfig, Watch } from "@kubernetes/client-node";
 import { EventSource } from "eventsource";
 import type { AgentViews, ViewEvent } from "../../modules/cluster_views/views.ts";
@@ -24,23 +23,18 @@ import { GitRepo } from "../../test/support/git-repo.ts";
 import { startKubeApiServer } from "../../test/support/kube-apiserver.ts";
 import { RedisServer } from "../../test/support/redis-server.ts";
 import { createLogger } from "../../tool/observability/index.ts";
+import { benchArgs } from "../lib/args.ts";
 import { markdownTable, percentile, round } from "../lib/stats.ts";
 import { cpuSeconds, rssKiB } from "../scale/proc.ts";
 
-const { values: args } = parseArgs({
-  options: {
-    json: { type: "boolean", default: false },
-    rounds: { type: "string", default: "60" },
-    pace: { type: "string", default: "200" },
-    changes: { type: "string", default: "10000" },
-    subscribers: { type: "string", default: "1000" },
-    window: { type: "string", default: "5" },
-    rate: { type: "string", default: "10" },
-  },
+const { args, log } = benchArgs({
+  rounds: "60",
+  pace: "200",
+  changes: "10000",
+  subscribers: "1000",
+  window: "5",
+  rate: "10",
 });
-const log = (s: string) => {
-  if (!args.json) process.stderr.write(`${s}\n`);
-};
 const AGENT = "42";
 const DEADLINE_MS = 30_000;
 

@@ -1,9 +1,9 @@
 // `kas kubeconfig --agent-id N`: a kubeconfig for the agent's cluster through this kas's Kubernetes
 // API proxy, ready for kubectl: the proxy's URL, the CA kas made for it (data_dir), and a token
 // (the agent's static dev token, or the one given: ci:N:<job token>, pat:N:<personal access token>).
-import { parseArgs } from "node:util";
 import { KubeconfigError, proxyKubeconfig } from "../../modules/kubernetes_api/kas/kubeconfig.ts";
 import { kasDataDir } from "../../modules/kubernetes_api/kas/listener-tls.ts";
+import { parseArgv } from "../../tool/config/argv.ts";
 import { staticTokenFor } from "./auth/static-authenticator.ts";
 import { ConfigError, type KasConfig, loadKasConfig } from "./config/index.ts";
 
@@ -33,23 +33,17 @@ function usage(message: string): ConfigError {
 
 /** undefined for --help. */
 export function parseKubeconfigArgs(argv: readonly string[]): KubeconfigArgs | undefined {
-  let values: Record<string, string | boolean | undefined>;
-  try {
-    ({ values } = parseArgs({
-      args: [...argv],
-      options: {
-        "agent-id": { type: "string" },
-        server: { type: "string" },
-        token: { type: "string" },
-        config: { type: "string", short: "c" },
-        help: { type: "boolean", short: "h" },
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (err) {
-    throw usage((err as Error).message);
-  }
+  const values = parseArgv(
+    argv,
+    {
+      "agent-id": { type: "string" },
+      server: { type: "string" },
+      token: { type: "string" },
+      config: { type: "string", short: "c" },
+      help: { type: "boolean", short: "h" },
+    },
+    { command: "kas kubeconfig", field: "kas kubeconfig" },
+  );
   if (values.help) return undefined;
   const agentId = values["agent-id"];
   if (typeof agentId !== "string" || !/^[1-9]\d{0,18}$/.test(agentId))

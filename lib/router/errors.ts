@@ -7,16 +7,12 @@
  * A refusal by the agent itself (unknown service, permission denied) is the tunnel library's
  * StreamRejectedError, passed through unchanged.
  */
+import { CodedError } from "../tunnel/errors.ts";
+
 export type RouterErrorCode = "NO_TUNNEL" | "REGISTRY_UNAVAILABLE" | "PEER_REJECTED";
 
-export class RouterError extends Error {
+export class RouterError extends CodedError<RouterErrorCode> {
   override name = "RouterError";
-  readonly code: RouterErrorCode;
-
-  constructor(code: RouterErrorCode, message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.code = code;
-  }
 }
 
 export class NoTunnelError extends RouterError {

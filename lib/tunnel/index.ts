@@ -1,6 +1,7 @@
 // The tunnel library: one WebSocket, a yamux multiplexer over it, typed stream headers, the
 // sessions and reconnecting client built from them, and gRPC / HTTP adapters on top.
 // Knows nothing of GitLab, Kubernetes or Redis.
+export { CodedError, StatusError } from "./errors.ts";
 export * from "./grpc/index.ts";
 export {
   type AdmitStream,

@@ -61,3 +61,20 @@ export function onGitPush(
     onPush(project);
   });
 }
+
+/**
+ * What a module that polls Git does with every push any replica was told of: `watches` polls the
+ * project at once if it follows it; `pushes` counts the notification as polled or unknown (nothing
+ * here follows it). Returns a function that stops.
+ */
+export function pollOnGitPush(
+  broadcast: Broadcast,
+  log: Logger,
+  watches: { pushed(project: PushedProject): number },
+  pushes: { inc(labels: { result: "polled" | "unknown" }): void },
+): () => void {
+  return onGitPush(broadcast, log, (project) => {
+    const polled = watches.pushed(project);
+    pushes.inc({ result: polled > 0 ? "polled" : "unknown" });
+  });
+}

@@ -1,6 +1,7 @@
 // The module seam: what a module is, how the daemons run them, and what each daemon gives them.
 
 export type { AgentInfo, GitalyInfo, GitalyRepository } from "./agent-info.ts";
+export { type AgentStateRoute, agentStateRoute } from "./agent-route.ts";
 export type {
   AgentConfiguration,
   AgentkModuleDeps,
@@ -9,7 +10,7 @@ export type {
   LeaderElection,
 } from "./agentk.ts";
 export { AgentConfigurations, type ConfigurationLookup } from "./configurations.ts";
-export { announceGitPush, onGitPush, type PushedProject, publishGitPush } from "./git-push.ts";
+export { announceGitPush, onGitPush, type PushedProject, pollOnGitPush, publishGitPush } from "./git-push.ts";
 export { KUBERNETES_SERVICE } from "./http-services.ts";
 export type {
   AgentIdentity,
@@ -27,11 +28,26 @@ export type {
   ProjectRepository,
 } from "./kas.ts";
 export { ProjectAccessError } from "./kas.ts";
+export {
+  DEFAULT_STREAM_BACKOFF,
+  followStreams,
+  HEALTHY_STREAM_MS,
+  type StreamBackoff,
+  type StreamEndOptions,
+  streamEnd,
+  waitForReady,
+} from "./kas-stream.ts";
 export { LatestValue } from "./latest.ts";
 export { LEADER_ONLY, leaderOnly } from "./leader.ts";
 export { type Listening, listenerModule } from "./listener-module.ts";
 export { type Module, type ModuleFactory, Phase } from "./module.ts";
 export { PollLoop, type PollLoopOptions } from "./poll-loop.ts";
+export {
+  type PolledWatch,
+  PollWatches,
+  type PollWatchesOptions,
+  type PollWatchMetrics,
+} from "./poll-watches.ts";
 export * from "./repositories.ts";
-export { callSignal, deadlinePassed, positiveId, rpcError } from "./rpc-call.ts";
+export { callingAgent, callSignal, deadlinePassed, positiveId, rpcError } from "./rpc-call.ts";
 export { ModuleCloseError, ModuleRunner } from "./runner.ts";

@@ -7,6 +7,7 @@ import type * as grpc from "@grpc/grpc-js";
 import type { Redis } from "ioredis";
 import type { Registry } from "prom-client";
 import type { Router } from "../../lib/router/index.ts";
+import { CodedError } from "../../lib/tunnel/errors.ts";
 import type { StreamDispatcher, TunnelSession } from "../../lib/tunnel/index.ts";
 import type { AgentToken } from "../../tool/agent-token.ts";
 import type { GitLabClient } from "../../tool/gitlab/index.ts";
@@ -112,14 +113,8 @@ export interface ProjectRepository {
 export type ProjectAccessErrorCode = "not_found" | "forbidden" | "unavailable";
 
 /** Why an agent may not read a project, or why kas cannot tell now (`unavailable`: try again later). */
-export class ProjectAccessError extends Error {
+export class ProjectAccessError extends CodedError<ProjectAccessErrorCode> {
   override name = "ProjectAccessError";
-  constructor(
-    readonly code: ProjectAccessErrorCode,
-    message: string,
-  ) {
-    super(message);
-  }
 }
 
 /**

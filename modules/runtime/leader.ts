@@ -9,7 +9,7 @@ export const LEADER_ONLY = Symbol("leaderOnly");
 
 /**
  * `factory`'s module, built and started each time this replica becomes leader (a fresh instance
- * per term) and drained and closed when it stops leading or agentk stops. Without a leader
+ * per term, whose logger names it: `module`) and drained and closed when it stops leading or agentk stops. Without a leader
  * election (no Kubernetes configuration: a single replica), it simply runs.
  */
 export function leaderOnly(
@@ -34,7 +34,8 @@ export function leaderOnly(
       const begin = () =>
         step(async () => {
           if (current) return;
-          const module = await factory.create(deps);
+          // The module's own lines say which module: the logger is its own.
+          const module = await factory.create({ ...deps, log: log.child({ module: factory.name }) });
           const stop = new AbortController();
           current = { module, stop };
           await module.start?.(stop.signal);

@@ -1,6 +1,7 @@
 // How kas modules read Git: one interface, two backends (Gitaly over gRPC as GitLab runs it, and
 // plain repositories on local disk, the embedded default). Agent configuration and GitOps read
 // through it; neither knows which backend answers.
+import { CodedError } from "../../lib/tunnel/errors.ts";
 import type { AgentInfo, GitalyInfo, GitalyRepository } from "./agent-info.ts";
 
 /** Where a project's repository is: on a Gitaly server (from GitLab's `agent_info`), or on local disk. */
@@ -94,16 +95,12 @@ export type RepositoryErrorCode =
   /** Anything else the backend said. */
   | "failed";
 
-export class RepositoryError extends Error {
+export class RepositoryError extends CodedError<RepositoryErrorCode> {
   override name = "RepositoryError";
   /** The file a `too_large` error is about, when one call read several (readFiles). */
   readonly path: string | undefined;
-  constructor(
-    readonly code: RepositoryErrorCode,
-    message: string,
-    options?: { cause?: unknown; path?: string },
-  ) {
-    super(message, options);
+  constructor(code: RepositoryErrorCode, message: string, options?: { cause?: unknown; path?: string }) {
+    super(code, message, options);
     this.path = options?.path;
   }
 }

@@ -1,9 +1,27 @@
 // What gRPC handlers on GitLab's API share: failures as statuses, and a signal that follows the call.
 import * as grpc from "@grpc/grpc-js";
+import type { AgentRpc, AgentSession } from "./kas.ts";
 
 /** A failure a handler passes to its callback (or `call.destroy`): the caller reads `code` and `details`. */
 export function rpcError(code: grpc.status, details: string): grpc.ServiceError {
   return Object.assign(new Error(details), { code, details, metadata: new grpc.Metadata() });
+}
+
+/**
+ * The agent whose tunnel carries `call` (see `AgentRpc.agentOf`), or undefined when there is none:
+ * `fail` then got the status (a unary call's callback, or a stream's `error` event).
+ */
+export function callingAgent(
+  rpc: Pick<AgentRpc, "agentOf">,
+  call: { readonly metadata: grpc.Metadata },
+  fail: (err: grpc.ServiceError) => void,
+): AgentSession | undefined {
+  try {
+    return rpc.agentOf(call);
+  } catch (err) {
+    fail(err as grpc.ServiceError);
+    return undefined;
+  }
 }
 
 interface ServerCall {

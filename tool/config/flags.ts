@@ -1,9 +1,9 @@
 // Command-line flags on the same schemas as configuration files: a flag is a setting whose
 // environment variable is named explicitly; its name is its property's, in kebab-case. A flag
 // given on the command line wins over its environment variable, which wins over the default.
-import { parseArgs } from "node:util";
 import type { z } from "zod";
-import { ConfigError, type ConfigIssue } from "./errors.ts";
+import { parseArgv } from "./argv.ts";
+import type { ConfigIssue } from "./errors.ts";
 import { collectSettings } from "./load-settings.ts";
 import { type SettingLeaf, type SettingMeta, setting, settingLeaves, yamlKeyOf } from "./settings.ts";
 
@@ -59,30 +59,22 @@ export function readFlags<S extends z.ZodObject>(
   program: string,
 ): FlagsResult<S> {
   const leaves = settingLeaves(schema);
-  let values: Record<string, string | boolean | (string | boolean)[] | undefined>;
-  try {
-    ({ values } = parseArgs({
-      args: [...argv],
-      options: {
-        help: { type: "boolean", short: "h" },
-        ...Object.fromEntries(
-          leaves.map((leaf) => [
-            flagNameOf(leaf),
-            {
-              type: leaf.meta.kind === "boolean" ? ("boolean" as const) : ("string" as const),
-              ...(leaf.meta.listSeparator !== undefined && { multiple: true }),
-            },
-          ]),
-        ),
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (err) {
-    throw new ConfigError([
-      { field: "arguments", message: `${(err as Error).message}; see ${program} --help` },
-    ]);
-  }
+  const values: Record<string, string | boolean | (string | boolean)[] | undefined> = parseArgv(
+    argv,
+    {
+      help: { type: "boolean", short: "h" },
+      ...Object.fromEntries(
+        leaves.map((leaf) => [
+          flagNameOf(leaf),
+          {
+            type: leaf.meta.kind === "boolean" ? ("boolean" as const) : ("string" as const),
+            ...(leaf.meta.listSeparator !== undefined && { multiple: true }),
+          },
+        ]),
+      ),
+    },
+    { command: program },
+  );
   if (values.help === true) return { help: true };
 
   const byKeys = new Map(leaves.map((leaf) => [leaf.keys.join("."), leaf]));

@@ -1,5 +1,4 @@
-import { parseArgs } from "node:util";
-import { ConfigError } from "../../../tool/config/errors.ts";
+import { parseArgv } from "../../../tool/config/argv.ts";
 import { envNameOf, KAS_FIELDS } from "./schema.ts";
 
 export interface KasArgs {
@@ -9,20 +8,12 @@ export interface KasArgs {
 
 /** `kas [--config kas.yaml] [--help]`. Unknown flags and stray arguments are errors. */
 export function parseKasArgs(argv: readonly string[]): KasArgs {
-  try {
-    const { values } = parseArgs({
-      args: [...argv],
-      options: {
-        config: { type: "string", short: "c" },
-        help: { type: "boolean", short: "h" },
-      },
-      strict: true,
-      allowPositionals: false,
-    });
-    return { help: values.help === true, ...(values.config !== undefined && { configFile: values.config }) };
-  } catch (err) {
-    throw new ConfigError([{ field: "arguments", message: `${(err as Error).message}; see kas --help` }]);
-  }
+  const values = parseArgv(
+    argv,
+    { config: { type: "string", short: "c" }, help: { type: "boolean", short: "h" } },
+    { command: "kas" },
+  );
+  return { help: values.help === true, ...(values.config !== undefined && { configFile: values.config }) };
 }
 
 export function kasHelp(): string {

@@ -1,4 +1,5 @@
 import { type RejectCode, rejectCodeToJSON } from "../../../proto/gen/tunnel/v1/tunnel.ts";
+import { CodedError } from "../errors.ts";
 
 /** Why a header (or reply) frame could not be read from a stream. */
 export type HeaderErrorCode =
@@ -12,25 +13,17 @@ export type HeaderErrorCode =
   | "TIMEOUT";
 
 /** A local failure to read or decode a frame. Parsers return it; they never throw on input. */
-export class HeaderError extends Error {
+export class HeaderError extends CodedError<HeaderErrorCode> {
   override readonly name = "HeaderError";
-  readonly code: HeaderErrorCode;
-
-  constructor(code: HeaderErrorCode, message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.code = code;
-  }
 }
 
 /** The accepting side refused the stream; `reason` is its human-readable explanation. */
-export class StreamRejectedError extends Error {
+export class StreamRejectedError extends CodedError<RejectCode> {
   override readonly name = "StreamRejectedError";
-  readonly code: RejectCode;
   readonly reason: string;
 
   constructor(code: RejectCode, reason: string) {
-    super(`stream rejected (${rejectCodeName(code)}): ${reason}`);
-    this.code = code;
+    super(code, `stream rejected (${rejectCodeName(code)}): ${reason}`);
     this.reason = reason;
   }
 }

@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from "node:http";
+import { CodedError, StatusError } from "../errors.ts";
 import { CloseCode } from "./constants.ts";
 
 /**
@@ -22,14 +23,8 @@ export type TransportErrorCode =
   | "PROTOCOL"
   | "CLOSED";
 
-export class TransportError extends Error {
+export class TransportError extends CodedError<TransportErrorCode> {
   override name = "TransportError";
-  readonly code: TransportErrorCode;
-
-  constructor(code: TransportErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.code = code;
-  }
 }
 
 /** The server (or the proxy in front of it) answered the handshake with an HTTP status. */
@@ -77,18 +72,14 @@ export class ConnectionClosedError extends TransportError {
 }
 
 /** Thrown by an `authenticate` hook to refuse a handshake with an HTTP status and message. */
-export class HandshakeRejection extends Error {
+export class HandshakeRejection extends StatusError {
   override name = "HandshakeRejection";
-  readonly status: number;
-  readonly headers: Readonly<Record<string, string>>;
 
   constructor(status: number, message: string, headers: Record<string, string> = {}) {
-    super(message);
+    super(status, message, headers);
     if (!Number.isInteger(status) || status < 400 || status > 599) {
       throw new RangeError(`HandshakeRejection status must be an HTTP error status (400-599), got ${status}`);
     }
-    this.status = status;
-    this.headers = headers;
   }
 }
 

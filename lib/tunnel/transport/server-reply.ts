@@ -43,6 +43,12 @@ function upgraderFor(protocol: string, maxPayload: number): WebSocketServer {
   return wss;
 }
 
+/** Calls `listener` when `emitter` closes; returns a function that stops listening. */
+function onClose(emitter: Duplex | ServerHttp2Stream, listener: () => void): () => void {
+  emitter.once("close", listener);
+  return () => emitter.removeListener("close", listener);
+}
+
 export function h1Reply(req: IncomingMessage, socket: Duplex, head: Buffer): HandshakeReply {
   // Node's HTTP server drops its socket listeners before 'upgrade'; a reset while we authenticate
   // must not become an uncaught error.
@@ -52,10 +58,7 @@ export function h1Reply(req: IncomingMessage, socket: Duplex, head: Buffer): Han
     httpVersion: "h1",
     remoteAddress: req.socket.remoteAddress,
     gone,
-    onGone(listener) {
-      socket.once("close", listener);
-      return () => socket.removeListener("close", listener);
-    },
+    onGone: (listener) => onClose(socket, listener),
     refuse: (refusal) => writeH1Refusal(socket, refusal),
     accept(protocol, maxPayload) {
       if (gone()) {
@@ -101,10 +104,7 @@ export function h2Reply(stream: ServerHttp2Stream): HandshakeReply {
     httpVersion: "h2",
     remoteAddress: stream.session?.socket?.remoteAddress,
     gone,
-    onGone(listener) {
-      stream.once("close", listener);
-      return () => stream.removeListener("close", listener);
-    },
+    onGone: (listener) => onClose(stream, listener),
     refuse: (refusal) => writeH2Refusal(stream, refusal),
     accept(protocol, maxPayload) {
       if (gone()) return undefined;

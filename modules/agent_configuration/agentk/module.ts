@@ -1,7 +1,6 @@
 // Agent configuration's agentk half: keeps a GetConfiguration stream open to kas (over the tunnel's
 // gRPC channel), hands each new configuration to the modules (`deps.configuration`) and applies
 // what agentk itself reads live: its log level.
-import { setTimeout as sleep } from "node:timers/promises";
 import * as grpc from "@grpc/grpc-js";
 import { Counter } from "prom-client";
 import {
@@ -10,20 +9,25 @@ import {
 } from "../../../proto/gen/agent_configuration/v1/agent_configuration.ts";
 import type { LogLevel } from "../../../tool/config/values.ts";
 import { AgentConfigurationError, deserializeAgentConfiguration } from "../../agentcfg/index.ts";
-import { type AgentkModuleFactory, Phase } from "../../runtime/index.ts";
+import {
+  type AgentkModuleFactory,
+  DEFAULT_STREAM_BACKOFF,
+  followStreams,
+  Phase,
+  type StreamBackoff,
+  streamEnd,
+  waitForReady,
+} from "../../runtime/index.ts";
 
 export interface AgentConfigurationAgentOptions {
   /** The level from --log-level: agentk's level until its configuration file sets one. */
   logLevel: LogLevel;
   /** Reconnect delays after a stream ends (the channel itself waits for a tunnel). */
-  backoff?: { initialMs: number; maxMs: number };
+  backoff?: StreamBackoff;
 }
 
-/** A stream that lasted this long was healthy, whatever ended it (a tunnel rotating, kas draining). */
-const HEALTHY_STREAM_MS = 10_000;
-
 export function agentConfigurationAgentModule(options: AgentConfigurationAgentOptions): AgentkModuleFactory {
-  const backoff = options.backoff ?? { initialMs: 250, maxMs: 30_000 };
+  const backoff = options.backoff ?? DEFAULT_STREAM_BACKOFF;
   return {
     name: "agent_configuration",
     phase: Phase.capability,
@@ -66,41 +70,25 @@ export function agentConfigurationAgentModule(options: AgentConfigurationAgentOp
        * brought something, lasted a while, or ended with OK (kas sends nothing to an agent that is
        * up to date, so silence is no failure).
        */
-      const follow = (signal: AbortSignal) =>
-        new Promise<boolean>((resolve) => {
-          const started = Date.now();
-          let received = false;
-          // waitForReady: queued until the channel's stream is up rather than failing at once.
-          const call = client.getConfiguration({ commitId }, new grpc.Metadata({ waitForReady: true }));
-          const cancel = () => call.cancel();
-          signal.addEventListener("abort", cancel, { once: true });
-          call.on("data", (message: GetConfigurationResponse) => {
-            received = true;
-            apply(message);
-          });
-          call.on("error", (err: grpc.ServiceError) => {
-            if (!signal.aborted && err.code !== grpc.status.UNAVAILABLE) {
-              log.warn({ code: err.code, err: err.details }, "agent configuration stream failed");
-            }
-          });
-          call.on("status", (status: grpc.StatusObject) => {
-            signal.removeEventListener("abort", cancel);
-            resolve(received || status.code === grpc.status.OK || Date.now() - started > HEALTHY_STREAM_MS);
-          });
+      const follow = (signal: AbortSignal) => {
+        let received = false;
+        const call = client.getConfiguration({ commitId }, waitForReady());
+        call.on("data", (message: GetConfigurationResponse) => {
+          received = true;
+          apply(message);
         });
+        return streamEnd(call, signal, {
+          received: () => received,
+          quiet: [grpc.status.UNAVAILABLE],
+          log,
+          message: "agent configuration stream failed",
+        });
+      };
 
       return {
         name: "agent_configuration",
         start(signal) {
-          void (async () => {
-            let delay = backoff.initialMs;
-            while (!signal.aborted) {
-              if (await follow(signal)) delay = backoff.initialMs;
-              if (signal.aborted) break;
-              await sleep(delay / 2 + Math.random() * delay, undefined, { signal }).catch(() => {});
-              delay = Math.min(delay * 2, backoff.maxMs);
-            }
-          })();
+          void followStreams(signal, backoff, follow);
         },
         // No client.close(): it would close the channel, which is agentk's and shared by every module.
       };

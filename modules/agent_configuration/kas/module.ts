@@ -1,7 +1,7 @@
 // Agent configuration's kas half: reads each connected agent's .gitlab/agents/<name>/config.yaml
 // from its project (Gitaly, or local git), validates it, and streams it to the agent; shows it on
 // GitLab's API; polls at once on a git push notification from any replica.
-import { type KasModuleFactory, onGitPush, Phase } from "../../runtime/index.ts";
+import { type KasModuleFactory, Phase, pollOnGitPush } from "../../runtime/index.ts";
 import type { AgentConfigurationKasConfig } from "./config.ts";
 import { addConfigurationProjectService } from "./config-files-rpc.ts";
 import { createConfigurationMetrics } from "./metrics.ts";
@@ -56,10 +56,7 @@ export function agentConfigurationModule(config: AgentConfigurationKasConfig): K
       return {
         name: "agent_configuration",
         start() {
-          stopListening = onGitPush(broadcast, log, (project) => {
-            const polled = watches.pushed(project);
-            metrics.pushes.inc({ result: polled > 0 ? "polled" : "unknown" });
-          });
+          stopListening = pollOnGitPush(broadcast, log, watches, metrics.pushes);
           // A repository kas cannot read is a detail, not unreadiness: every replica shares
           // Gitaly, so taking this one out of the load balancer would not help.
           stopHealth = readiness.add("agent_configuration", () => {

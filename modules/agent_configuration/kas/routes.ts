@@ -3,27 +3,21 @@
 import { z } from "zod";
 import { HttpError, sendJson } from "../../../tool/http/serve/index.ts";
 import type { Logger } from "../../../tool/observability/index.ts";
-import { type ApiRoute, announceGitPush, type Broadcast, type PushedProject } from "../../runtime/index.ts";
+import {
+  type ApiRoute,
+  agentStateRoute,
+  announceGitPush,
+  type Broadcast,
+  type PushedProject,
+} from "../../runtime/index.ts";
 import type { StatusStore } from "./status-store.ts";
-
-const CONFIGURATION_PATH = /^\/api\/v1\/agents\/([1-9]\d{0,18})\/configuration\/?$/;
 
 /** `GET /api/v1/agents/{agent_id}/configuration` -> the effective configuration, its commit, and the last problem. */
 export function configurationRoute(store: StatusStore): ApiRoute {
-  return {
-    route: "/api/v1/agents/{agent_id}/configuration",
-    matches: (pathname) => CONFIGURATION_PATH.test(pathname),
-    async handle(req, res) {
-      if (req.method !== "GET" && req.method !== "HEAD") {
-        throw new HttpError(405, "only GET is allowed here", { allow: "GET, HEAD" });
-      }
-      const agentId = CONFIGURATION_PATH.exec(new URL(req.url ?? "/", "http://kas").pathname)![1]!;
-      let state: Awaited<ReturnType<StatusStore["get"]>>;
-      try {
-        state = await store.get(agentId);
-      } catch (err) {
-        throw new HttpError(503, `cannot read agent configuration state: ${(err as Error).message}`);
-      }
+  return agentStateRoute("configuration", {
+    what: "agent configuration state",
+    read: (agentId) => store.get(agentId),
+    answer(res, agentId, state) {
       if (state === undefined) {
         throw new HttpError(
           404,
@@ -38,7 +32,7 @@ export function configurationRoute(store: StatusStore): ApiRoute {
         ...(state.checkedAt && { checked_at: state.checkedAt }),
       });
     },
-  };
+  });
 }
 
 const MAX_PUSH_BODY = 64 * 1024;

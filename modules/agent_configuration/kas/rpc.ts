@@ -1,10 +1,9 @@
-import type * as grpc from "@grpc/grpc-js";
 import {
   type AgentConfigurationServiceServer,
   AgentConfigurationServiceService,
 } from "../../../proto/gen/agent_configuration/v1/agent_configuration.ts";
 import { serializeAgentConfiguration } from "../../agentcfg/index.ts";
-import type { AgentRpc } from "../../runtime/index.ts";
+import { type AgentRpc, callingAgent } from "../../runtime/index.ts";
 import type { ConfigurationMetrics } from "./metrics.ts";
 import type { ConfigurationWatches } from "./watches.ts";
 
@@ -20,13 +19,8 @@ export function addAgentConfigurationService(
 ): void {
   const service: AgentConfigurationServiceServer = {
     getConfiguration(call) {
-      let session: ReturnType<AgentRpc["agentOf"]>;
-      try {
-        session = rpc.agentOf(call);
-      } catch (err) {
-        call.emit("error", err as grpc.ServiceError);
-        return;
-      }
+      const session = callingAgent(rpc, call, (err) => call.emit("error", err));
+      if (!session) return;
       let sent = call.request.commitId.slice(0, 64); // a commit id; anything longer is not one
       metrics.streams.inc();
       const unsubscribe = watches.subscribe(session.identity, sent, (state) => {

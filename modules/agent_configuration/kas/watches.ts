@@ -1,7 +1,6 @@
 // Polling agents' configuration projects. One watch per repository, shared by every agent whose
 // configuration lives there: each poll is one cheap ref lookup, and an agent's file is read only
 // when the commit moved. A push notification polls at once; polling stays the fallback.
-import { setMaxListeners } from "node:events";
 import type { Logger } from "../../../tool/observability/index.ts";
 import {
   type AgentConfiguration,
@@ -12,10 +11,10 @@ import {
 import {
   type AgentInfo,
   agentRepository,
-  PollLoop,
+  type PolledWatch,
+  PollWatches,
   type PushedProject,
   RepositoryError,
-  type RepositoryLocation,
   type RepositoryReader,
   repositoryKey,
 } from "../../runtime/index.ts";
@@ -59,44 +58,32 @@ interface AgentEntry {
   linger: NodeJS.Timeout | undefined;
 }
 
-interface Watch {
-  key: string;
-  /** From the newest subscriber: a rotated Gitaly token is used from the next poll on. */
-  location: RepositoryLocation;
+interface Watch extends PolledWatch {
   agents: Map<string, AgentEntry>;
-  loop: PollLoop;
   /** The commit the last poll found ("" for none); undefined before the first. */
   commit: string | undefined;
   /** Why the last poll failed (for the health detail); undefined when it succeeded. */
   failing: string | undefined;
 }
 
-export class ConfigurationWatches {
+export class ConfigurationWatches extends PollWatches<Watch> {
   readonly #o: WatchesOptions;
-  readonly #watches = new Map<string, Watch>();
-  readonly #abort = new AbortController();
 
   constructor(options: WatchesOptions) {
+    super(options, "agent configuration");
     this.#o = options;
-    // Every repository call under way listens on it.
-    setMaxListeners(0, this.#abort.signal);
-  }
-
-  /** Repositories polled now. */
-  get size(): number {
-    return this.#watches.size;
   }
 
   /** Watches whose last poll could not reach their repository: key -> reason. */
   failing(): Map<string, string> {
     const out = new Map<string, string>();
-    for (const w of this.#watches.values()) if (w.failing !== undefined) out.set(w.key, w.failing);
+    for (const w of this.watches()) if (w.failing !== undefined) out.set(w.key, w.failing);
     return out;
   }
 
   /** The state of an agent this replica watches for. */
   stateOf(agentId: string): AgentConfigurationState | undefined {
-    for (const w of this.#watches.values()) {
+    for (const w of this.watches()) {
       for (const e of w.agents.values()) if (e.agent.agentId === agentId) return e.state;
     }
     return undefined;
@@ -119,26 +106,14 @@ export class ConfigurationWatches {
       });
       return () => {};
     }
-    const key = repositoryKey(location);
-    let watch = this.#watches.get(key);
-    const fresh = watch === undefined;
-    if (!watch) {
-      const w: Watch = {
-        key,
-        location,
-        agents: new Map(),
-        loop: new PollLoop(() => this.#pollOnce(w), {
-          periodMs: this.#o.pollPeriodMs,
-          ...(this.#o.random && { random: this.#o.random }),
-          onError: (err) => this.#o.log.error({ err, repository: key }, "agent configuration poll failed"),
-        }),
-        commit: undefined,
-        failing: undefined,
-      };
-      watch = w;
-      this.#watches.set(key, watch);
-      this.#o.metrics.watches.set(this.#watches.size);
-    }
+    const { watch, fresh } = this.open(repositoryKey(location), (loop) => ({
+      key: repositoryKey(location),
+      location,
+      agents: new Map(),
+      loop,
+      commit: undefined,
+      failing: undefined,
+    }));
     watch.location = location;
     let entry = watch.agents.get(agent.agentName);
     if (!entry) {
@@ -177,40 +152,23 @@ export class ConfigurationWatches {
     };
   }
 
-  /** A push to `project`: polls at once every watch holding one of its agents. Returns how many. */
-  pushed(project: PushedProject): number {
-    let n = 0;
-    for (const watch of this.#watches.values()) {
-      const matches = [...watch.agents.values()].some(({ agent }) =>
-        project.id !== undefined
-          ? agent.projectId === project.id
-          : project.fullPath !== undefined && agent.gitalyRepository?.glProjectPath === project.fullPath,
-      );
-      if (matches) {
-        n++;
-        void watch.loop.now();
-      }
-    }
-    return n;
+  /** A push to `project` polls every watch holding one of its agents. */
+  protected follows(watch: Watch, project: PushedProject): boolean {
+    return [...watch.agents.values()].some(({ agent }) =>
+      project.id !== undefined
+        ? agent.projectId === project.id
+        : project.fullPath !== undefined && agent.gitalyRepository?.glProjectPath === project.fullPath,
+    );
   }
 
-  /** Stops polling; polls under way are abandoned. */
-  close(): void {
-    this.#abort.abort(new Error("kas is stopping"));
-    for (const w of this.#watches.values()) {
-      w.loop.stop();
-      for (const e of w.agents.values()) clearTimeout(e.linger);
-    }
-    this.#watches.clear();
+  protected override released(watch: Watch): void {
+    for (const e of watch.agents.values()) clearTimeout(e.linger);
   }
 
   #forget(watch: Watch, agentName: string, entry: AgentEntry): void {
     if (watch.agents.get(agentName) !== entry) return;
     watch.agents.delete(agentName);
-    if (watch.agents.size > 0 || this.#watches.get(watch.key) !== watch) return;
-    watch.loop.stop();
-    this.#watches.delete(watch.key);
-    this.#o.metrics.watches.set(this.#watches.size);
+    if (watch.agents.size === 0) this.remove(watch);
   }
 
   #random(): number {
@@ -218,16 +176,16 @@ export class ConfigurationWatches {
   }
 
   /** One poll: true when the repository was reached and every agent's file read. */
-  async #pollOnce(watch: Watch): Promise<boolean> {
+  protected async poll(watch: Watch): Promise<boolean> {
     const first = watch.agents.values().next().value;
-    if (!first || this.#abort.signal.aborted) return true;
+    if (!first || this.signal.aborted) return true;
     // Rate limits are kept per agent: the ref lookup is charged to one of the agents it serves.
-    const ctx = { agentId: first.agent.agentId, signal: this.#abort.signal };
+    const ctx = { agentId: first.agent.agentId, signal: this.signal };
     let commit: string;
     try {
       commit = (await this.#o.repositories.resolveRef(watch.location, {}, ctx)) ?? "";
     } catch (err) {
-      if (this.#abort.signal.aborted) return true;
+      if (this.signal.aborted) return true;
       this.#repositoryFailed(watch, err);
       return false;
     }
@@ -240,13 +198,13 @@ export class ConfigurationWatches {
       const error = await this.#refresh(watch, entry, commit);
       failure ??= error;
     }
-    if (this.#abort.signal.aborted) return true;
+    if (this.signal.aborted) return true;
     if (failure !== undefined) {
       this.#repositoryFailed(watch, failure);
       return false;
     }
     watch.failing = undefined;
-    this.#o.metrics.polls.inc({ result: changed ? "changed" : "unchanged" });
+    this.reached(changed);
     return true;
   }
 
@@ -296,7 +254,7 @@ export class ConfigurationWatches {
     try {
       content = await this.#o.repositories.readFile(watch.location, commit, path, this.#o.maxFileBytes, {
         agentId: agent.agentId,
-        signal: this.#abort.signal,
+        signal: this.signal,
       });
     } catch (err) {
       if (err instanceof RepositoryError && err.code === "too_large") {
@@ -318,16 +276,8 @@ export class ConfigurationWatches {
 
   /** Counted once per poll; every agent of the watch keeps its configuration and learns why (the loop backs off). */
   #repositoryFailed(watch: Watch, err: unknown): void {
-    const message = err instanceof Error ? err.message : String(err);
-    const code = err instanceof RepositoryError ? err.code : "failed";
-    this.#o.metrics.polls.inc({ result: "error" });
-    this.#o.metrics.repositoryErrors.inc({ code });
-    if (watch.failing === undefined) {
-      this.#o.log.warn(
-        { repository: watch.key, code, err: message },
-        "cannot read agent configuration project",
-      );
-    }
+    const first = watch.failing === undefined;
+    const message = this.failed(watch, err, first, "cannot read agent configuration project");
     watch.failing = message;
     const problem: ConfigurationProblem = { kind: "repository", message, at: new Date().toISOString() };
     for (const entry of watch.agents.values()) this.#publish(entry, { ...entry.state, problem });
@@ -341,10 +291,6 @@ export class ConfigurationWatches {
 
   /** A listener that throws is logged; the others still hear. */
   #deliver(listener: Listener, state: AgentConfigurationState): void {
-    try {
-      listener(state);
-    } catch (err) {
-      this.#o.log.error({ err, agentId: state.agentId }, "agent configuration listener failed");
-    }
+    this.deliver(listener, state, "agent configuration listener failed", { agentId: state.agentId });
   }
 }

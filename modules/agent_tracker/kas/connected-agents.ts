@@ -1,5 +1,6 @@
 // The connected-agents list GitLab asks for: each replica summarizes its own tunnels per agent,
 // publishes the summary in Redis, and any replica merges the summaries of all live replicas.
+import { parseJsonObject } from "../../../tool/untrusted-json.ts";
 import type { AgentIdentity } from "../../runtime/index.ts";
 import { isConnectionId } from "./connection-id.ts";
 
@@ -139,17 +140,9 @@ function parseConnection(v: unknown): AgentConnection | undefined {
  * so what is read is checked like any input).
  */
 export function parseSummary(text: string): ConnectedAgent | undefined {
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-  if (typeof v !== "object" || v === null) return undefined;
-  const { agentId, projectId, agentName, tunnels, connectedSince, pods, connections } = v as Record<
-    string,
-    unknown
-  >;
+  const v = parseJsonObject(text);
+  if (v === undefined) return undefined;
+  const { agentId, projectId, agentName, tunnels, connectedSince, pods, connections } = v;
   const id = (x: unknown): x is string => typeof x === "string" && /^[1-9]\d*$/.test(x);
   if (!id(agentId) || !id(projectId) || typeof agentName !== "string") return undefined;
   if (typeof tunnels !== "number" || !Number.isSafeInteger(tunnels) || tunnels < 1) return undefined;

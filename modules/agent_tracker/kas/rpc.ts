@@ -3,7 +3,7 @@ import {
   type AgentTrackerServiceServer,
   AgentTrackerServiceService,
 } from "../../../proto/gen/agent_tracker/v1/agent_tracker.ts";
-import type { AgentRpc } from "../../runtime/index.ts";
+import { type AgentRpc, callingAgent } from "../../runtime/index.ts";
 import { AGENT_POD_LIMITS } from "./connected-agents.ts";
 import type { AgentTracker } from "./tracker.ts";
 
@@ -11,13 +11,8 @@ import type { AgentTracker } from "./tracker.ts";
 export function addAgentTrackerService(rpc: AgentRpc, tracker: Pick<AgentTracker, "report">): void {
   const service: AgentTrackerServiceServer = {
     reportAgent(call, callback) {
-      let session: ReturnType<AgentRpc["agentOf"]>;
-      try {
-        session = rpc.agentOf(call);
-      } catch (err) {
-        callback(err as grpc.ServiceError);
-        return;
-      }
+      const session = callingAgent(rpc, call, callback);
+      if (!session) return;
       const meta = call.request.agentMeta;
       const fields = [meta?.version, meta?.podNamespace, meta?.podName];
       if (fields.some((f) => (f ?? "").length > AGENT_POD_LIMITS.field)) {

@@ -9,10 +9,13 @@ import { ClusterViewsServiceClient } from "../../../proto/gen/cluster_views/v1/c
 import type { Logger } from "../../../tool/observability/index.ts";
 import {
   type AgentConfiguration,
+  type AgentkModuleDeps,
   type AgentkModuleFactory,
+  DEFAULT_STREAM_BACKOFF,
   leaderOnly,
   type Module,
   Phase,
+  type StreamBackoff,
 } from "../../runtime/index.ts";
 import type { ClusterViews, ViewName } from "../views.ts";
 import { nodesView, podsView, warningsView, workloadsView } from "./compute.ts";
@@ -27,75 +30,74 @@ export interface ClusterViewsAgentOptions {
   /** Coalescing: changes go at most this often (the first after a quiet spell at once). Default 100 ms. */
   minIntervalMs?: number;
   /** Delays before a new stream after one ended. Default 250 ms doubling to 30 s. */
-  backoff?: { initialMs: number; maxMs: number };
+  backoff?: StreamBackoff;
   /** Delays before a failed list or watch is tried again. Default 1 s doubling to 30 s. */
   informerBackoff?: { initialMs: number; maxMs: number };
 }
 
 type Settings = NonNullable<AgentConfiguration["cluster_views"]>;
 
-/** The module, as agentk lists it: once per agent (see `leaderOnly`). */
+/** The module, as agentk lists it: once per agent (see `leaderOnly`), a fresh one each term of this replica's. */
 export function clusterViewsAgentModule(options: ClusterViewsAgentOptions): AgentkModuleFactory {
-  return leaderOnly(clusterViewsAgentModuleEveryReplica(options));
-}
-
-/** The module without the leader election (what each leader's term runs). */
-export function clusterViewsAgentModuleEveryReplica(options: ClusterViewsAgentOptions): AgentkModuleFactory {
-  return {
+  return leaderOnly({
     name: "cluster_views",
     phase: Phase.capability,
-    async create({ kasRpc, log: parentLog, registry, configuration }): Promise<Module> {
-      const log = parentLog.child({ module: "cluster_views" });
-      const kc = await options.kubeConfig();
-      if (!kc) {
-        log.info("no Kubernetes configuration: no cluster views");
-        return { name: "cluster_views" };
-      }
-      const metrics = createClusterViewsAgentMetrics(registry);
-      // The address and credentials are ignored: calls go over `kasRpc`, inside the tunnel.
-      const client = new ClusterViewsServiceClient("kas", grpc.credentials.createInsecure(), {
-        channelOverride: kasRpc,
-      });
-      const clock = new SeqClock();
-      const epoch = randomUUID();
-      let session: ViewsSession | undefined;
-      let following: Promise<void> = Promise.resolve();
-      const apply = (settings: Settings | undefined) => {
-        const wanted = settings?.enabled ? settings : undefined;
-        if (JSON.stringify(wanted) === JSON.stringify(session?.settings)) return;
-        session?.stop();
-        session = undefined;
-        if (!wanted) {
-          log.info("cluster views off in the agent configuration");
-          return;
-        }
-        session = new ViewsSession(kc, wanted, {
-          client,
-          clock,
-          epoch,
-          log,
-          metrics,
-          minIntervalMs: options.minIntervalMs ?? 100,
-          backoff: options.backoff ?? { initialMs: 250, maxMs: 30_000 },
-          informerBackoff: options.informerBackoff ?? { initialMs: 1000, maxMs: 30_000 },
-        });
-        session.start();
-      };
-      return {
-        name: "cluster_views",
-        start(signal) {
-          following = (async () => {
-            for await (const config of configuration.watch(signal)) apply(config.cluster_views);
-          })().catch((err: unknown) => log.error({ err }, "following the configuration failed"));
-          signal.addEventListener("abort", () => apply(undefined), { once: true });
-        },
-        async close() {
-          apply(undefined);
-          await following;
-        },
-        // No client.close(): it would close the channel, which is agentk's and shared by every module.
-      };
+    create: (deps) => createClusterViewsModule(options, deps),
+  });
+}
+
+async function createClusterViewsModule(
+  options: ClusterViewsAgentOptions,
+  { kasRpc, log, registry, configuration }: AgentkModuleDeps,
+): Promise<Module> {
+  const kc = await options.kubeConfig();
+  if (!kc) {
+    log.info("no Kubernetes configuration: no cluster views");
+    return { name: "cluster_views" };
+  }
+  const metrics = createClusterViewsAgentMetrics(registry);
+  // The address and credentials are ignored: calls go over `kasRpc`, inside the tunnel.
+  const client = new ClusterViewsServiceClient("kas", grpc.credentials.createInsecure(), {
+    channelOverride: kasRpc,
+  });
+  const clock = new SeqClock();
+  const epoch = randomUUID();
+  let session: ViewsSession | undefined;
+  let following: Promise<void> = Promise.resolve();
+  const apply = (settings: Settings | undefined) => {
+    const wanted = settings?.enabled ? settings : undefined;
+    if (JSON.stringify(wanted) === JSON.stringify(session?.settings)) return;
+    session?.stop();
+    session = undefined;
+    if (!wanted) {
+      log.info("cluster views off in the agent configuration");
+      return;
+    }
+    session = new ViewsSession(kc, wanted, {
+      client,
+      clock,
+      epoch,
+      log,
+      metrics,
+      minIntervalMs: options.minIntervalMs ?? 100,
+      backoff: options.backoff ?? DEFAULT_STREAM_BACKOFF,
+      informerBackoff: options.informerBackoff ?? { initialMs: 1000, maxMs: 30_000 },
+    });
+    session.start();
+  };
+  return {
+    name: "cluster_views",
+    start(signal) {
+      following = (async () => {
+        for await (const config of configuration.watch(signal)) apply(config.cluster_views);
+      })().catch((err: unknown) => log.error({ err }, "following the configuration failed"));
+      signal.addEventListener("abort", () => apply(undefined), { once: true });
     },
+    async close() {
+      apply(undefined);
+      await following;
+    },
+    // No client.close(): it would close the channel, which is agentk's and shared by every module.
   };
 }
 
@@ -106,7 +108,7 @@ interface SessionContext {
   log: Logger;
   metrics: ClusterViewsAgentMetrics;
   minIntervalMs: number;
-  backoff: { initialMs: number; maxMs: number };
+  backoff: StreamBackoff;
   informerBackoff: { initialMs: number; maxMs: number };
 }
 

@@ -10,6 +10,7 @@ import type {
   PushViewsRequest,
 } from "../../../proto/gen/cluster_views/v1/cluster_views.ts";
 import type { Logger } from "../../../tool/observability/index.ts";
+import { followStreams, HEALTHY_STREAM_MS, type StreamBackoff, waitForReady } from "../../runtime/index.ts";
 import type { ClusterViews, ViewName } from "../views.ts";
 import type { ClusterViewsAgentMetrics } from "./metrics.ts";
 
@@ -37,13 +38,10 @@ export interface PusherOptions {
   /** This term's id, sent for kas's logs. */
   epoch: string;
   minIntervalMs: number;
-  backoff: { initialMs: number; maxMs: number };
+  backoff: StreamBackoff;
   log: Logger;
   metrics: ClusterViewsAgentMetrics;
 }
-
-/** A stream that lasted this long was healthy: the next one starts without backoff. */
-const HEALTHY_STREAM_MS = 10_000;
 
 export class ViewsPusher {
   readonly #o: PusherOptions;
@@ -71,32 +69,19 @@ export class ViewsPusher {
       this.#o.synced,
       new Promise((r) => signal.addEventListener("abort", r, { once: true })),
     ]);
-    let delay = this.#o.backoff.initialMs;
-    while (!signal.aborted) {
+    // A stream that came up and lasted was healthy: the next one starts without backoff.
+    await followStreams(signal, this.#o.backoff, async (s) => {
       const started = Date.now();
-      const up = await this.#stream(signal);
-      if (signal.aborted) break;
-      if (up && Date.now() - started > HEALTHY_STREAM_MS) delay = this.#o.backoff.initialMs;
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, delay / 2 + Math.random() * delay);
-        signal.addEventListener(
-          "abort",
-          () => {
-            clearTimeout(t);
-            resolve();
-          },
-          { once: true },
-        );
-      });
-      delay = Math.min(delay * 2, this.#o.backoff.maxMs);
-    }
+      const up = await this.#stream(s);
+      return up && Date.now() - started > HEALTHY_STREAM_MS;
+    });
   }
 
   /** One stream until it ends; resolves with whether it came up. */
   #stream(signal: AbortSignal): Promise<boolean> {
     return new Promise<boolean>((resolve) => {
       let up = false;
-      const call = this.#o.client.pushViews(new grpc.Metadata({ waitForReady: true }), (err) => {
+      const call = this.#o.client.pushViews(waitForReady(), (err) => {
         signal.removeEventListener("abort", cancel);
         if (this.#call === call) this.#call = undefined;
         clearTimeout(this.#timer);

@@ -2,6 +2,7 @@
 // replica (`deps.broadcast`: Redis pub/sub when clustered), and fans what it hears out to this
 // replica's subscribers, each starting with a snapshot (or, resuming, with what it missed).
 import type { Logger } from "../../../tool/observability/index.ts";
+import { parseJsonObject } from "../../../tool/untrusted-json.ts";
 import type { Broadcast } from "../../runtime/index.ts";
 import { parseClusterViews } from "../limits.ts";
 import type { AgentViews, ViewEvent, ViewsHub } from "../views.ts";
@@ -262,14 +263,8 @@ function reasonLabel(reason: string): string {
 
 /** An event as published by a replica (shared Redis: checked); undefined unless it is one. */
 export function parseEvent(message: string): ViewEvent | undefined {
-  let v: unknown;
-  try {
-    v = JSON.parse(message);
-  } catch {
-    return undefined;
-  }
-  if (typeof v !== "object" || v === null) return undefined;
-  const e = v as Record<string, unknown>;
+  const e = parseJsonObject(message);
+  if (e === undefined) return undefined;
   const id = typeof e.id === "string" ? parseEventId(e.id) : undefined;
   if (!id) return undefined;
   const views = (x: unknown) => {

@@ -3,37 +3,22 @@
 // - `GET /api/v1/agents/{agent_id}/events`: its views events as Server-Sent Events;
 // - `GET /api/v1/events`: every agent's, for a dashboard.
 import { HttpError, requestTarget, sendJson } from "../../../tool/http/serve/index.ts";
-import type { ApiRoute } from "../../runtime/index.ts";
+import { type ApiRoute, agentStateRoute } from "../../runtime/index.ts";
 import type { ViewsHub } from "../views.ts";
 import { type SseOptions, serveEvents } from "./sse.ts";
 
-const VIEWS_PATH = /^\/api\/v1\/agents\/([1-9]\d{0,18})\/views\/?$/;
 const AGENT_EVENTS_PATH = /^\/api\/v1\/agents\/([1-9]\d{0,18})\/events\/?$/;
 const ALL_EVENTS_PATH = /^\/api\/v1\/events\/?$/;
 
-function onlyGet(method: string | undefined): void {
-  if (method !== "GET" && method !== "HEAD") {
-    throw new HttpError(405, "only GET is allowed here", { allow: "GET, HEAD" });
-  }
-}
-
 export function viewsRoute(hub: ViewsHub): ApiRoute {
-  return {
-    route: "/api/v1/agents/{agent_id}/views",
-    matches: (pathname) => VIEWS_PATH.test(pathname),
-    async handle(req, res) {
-      onlyGet(req.method);
-      const agentId = VIEWS_PATH.exec(requestTarget(req).pathname)![1]!;
-      let views: Awaited<ReturnType<ViewsHub["current"]>>;
-      try {
-        views = await hub.current(agentId);
-      } catch (err) {
-        throw new HttpError(503, `cannot read the views: ${(err as Error).message}`);
-      }
+  return agentStateRoute("views", {
+    what: "the views",
+    read: (agentId) => hub.current(agentId),
+    answer(res, agentId, views) {
       if (!views) throw new HttpError(404, `kas has no views of agent ${agentId}`);
       sendJson(res, 200, views);
     },
-  };
+  });
 }
 
 export interface EventsRouteOptions extends SseOptions {

@@ -10,7 +10,7 @@ import {
   type PushViewsRequest,
 } from "../../../proto/gen/cluster_views/v1/cluster_views.ts";
 import type { Logger } from "../../../tool/observability/index.ts";
-import type { AgentRpc } from "../../runtime/index.ts";
+import { type AgentRpc, callingAgent } from "../../runtime/index.ts";
 import { parseClusterViews } from "../limits.ts";
 import type { Hub } from "./hub.ts";
 import type { ClusterViewsMetrics } from "./metrics.ts";
@@ -44,13 +44,8 @@ export function toUpdate(m: PushViewsRequest): ViewsUpdate | { error: string } {
 export function addClusterViewsService(o: PushViewsOptions): void {
   const service: ClusterViewsServiceServer = {
     pushViews(call, callback) {
-      let agentId: string;
-      try {
-        agentId = o.rpc.agentOf(call).identity.agentId;
-      } catch (err) {
-        callback(err as grpc.ServiceError);
-        return;
-      }
+      const agentId = callingAgent(o.rpc, call, callback)?.identity.agentId;
+      if (agentId === undefined) return;
       // Headers at once: agentk sends its snapshot when it sees them (the stream is up end to end).
       call.sendMetadata(new grpc.Metadata());
       const owner = randomUUID();

@@ -12,15 +12,24 @@ import {
   type ReportSyncRequest,
 } from "../../../proto/gen/gitops/v1/gitops.ts";
 import type { Logger } from "../../../tool/observability/index.ts";
-import { type AgentkModuleFactory, leaderOnly, type Module, Phase } from "../../runtime/index.ts";
+import {
+  type AgentkModuleDeps,
+  type AgentkModuleFactory,
+  DEFAULT_STREAM_BACKOFF,
+  followStreams,
+  leaderOnly,
+  type Module,
+  Phase,
+  type StreamBackoff,
+  streamEnd,
+  waitForReady,
+} from "../../runtime/index.ts";
 import type { Applier, ManifestProject, SyncOutcome } from "./applier/index.ts";
 
 /** A commit's files may total this much; a bigger commit is refused (reported, not applied). */
 export const MAX_COMMIT_BYTES = 20 * 1024 * 1024;
 /** The last commit is applied again this often, undoing drift (changes made in the cluster by hand). */
 export const DEFAULT_DRIFT_INTERVAL_MS = 5 * 60_000;
-/** A stream that lasted this long was healthy, whatever ended it (a tunnel rotating, kas draining). */
-const HEALTHY_STREAM_MS = 10_000;
 const REPORT_DEADLINE_MS = 30_000;
 
 export interface GitopsAgentOptions {
@@ -31,7 +40,7 @@ export interface GitopsAgentOptions {
   /** Part of every inventory id (two agents applying one project to one cluster keep apart). Default `agentk`. */
   owner?: string;
   /** Reconnect delays after a stream ends (the channel itself waits for a tunnel). */
-  backoff?: { initialMs: number; maxMs: number };
+  backoff?: StreamBackoff;
   /** How often the last commit is applied again. Default 5 minutes. */
   driftIntervalMs?: number;
   maxCommitBytes?: number;
@@ -39,98 +48,97 @@ export interface GitopsAgentOptions {
   pollIntervalMs?: number;
 }
 
-/** The module, as agentk lists it: once per agent (see `leaderOnly`). */
+/** The module, as agentk lists it: once per agent (see `leaderOnly`), a fresh one each term of this replica's. */
 export function gitopsAgentModule(options: GitopsAgentOptions): AgentkModuleFactory {
-  return leaderOnly(gitopsAgentModuleEveryReplica(options));
-}
-
-/** The module without the leader election (what each leader's term runs). */
-export function gitopsAgentModuleEveryReplica(options: GitopsAgentOptions): AgentkModuleFactory {
-  return {
+  return leaderOnly({
     name: "gitops",
     phase: Phase.capability,
-    async create({ kasRpc, log: parentLog, registry, configuration }): Promise<Module> {
-      const log = parentLog.child({ module: "gitops" });
-      const syncs = syncsCounter(registry);
-      const kc = await options.kubeConfig();
-      if (!kc) {
-        log.info("no Kubernetes configuration: GitOps manifest projects are not applied");
-        return { name: "gitops" };
+    create: (deps) => createGitopsModule(options, deps),
+  });
+}
+
+async function createGitopsModule(
+  options: GitopsAgentOptions,
+  { kasRpc, log, registry, configuration }: AgentkModuleDeps,
+): Promise<Module> {
+  const syncs = syncsCounter(registry);
+  const kc = await options.kubeConfig();
+  if (!kc) {
+    log.info("no Kubernetes configuration: GitOps manifest projects are not applied");
+    return { name: "gitops" };
+  }
+  const { Applier } = await import("./applier/index.ts");
+  const applier = new Applier({
+    kc,
+    ...(options.fieldManager !== undefined && { fieldManager: options.fieldManager }),
+    ...(options.owner !== undefined && { owner: options.owner }),
+    ...(options.pollIntervalMs !== undefined && { pollIntervalMs: options.pollIntervalMs }),
+  });
+  // The address and credentials are ignored: calls go over `kasRpc`, inside the tunnel.
+  const client = new GitopsServiceClient("kas", grpc.credentials.createInsecure(), {
+    channelOverride: kasRpc,
+  });
+  const workers = new Map<string, ProjectWorker>();
+  const context: WorkerContext = {
+    client,
+    applier,
+    log,
+    syncs,
+    backoff: options.backoff ?? DEFAULT_STREAM_BACKOFF,
+    driftIntervalMs: options.driftIntervalMs ?? DEFAULT_DRIFT_INTERVAL_MS,
+    maxCommitBytes: options.maxCommitBytes ?? MAX_COMMIT_BYTES,
+  };
+  let following: Promise<void> = Promise.resolve();
+
+  const reconcile = (projects: ManifestProject[]) => {
+    const wanted = new Map<string, ManifestProject>();
+    for (const p of projects) {
+      if (wanted.has(p.id)) {
+        log.warn({ project: p.id }, "manifest project listed twice; the first entry is used");
+        continue;
       }
-      const { Applier } = await import("./applier/index.ts");
-      const applier = new Applier({
-        kc,
-        ...(options.fieldManager !== undefined && { fieldManager: options.fieldManager }),
-        ...(options.owner !== undefined && { owner: options.owner }),
-        ...(options.pollIntervalMs !== undefined && { pollIntervalMs: options.pollIntervalMs }),
-      });
-      // The address and credentials are ignored: calls go over `kasRpc`, inside the tunnel.
-      const client = new GitopsServiceClient("kas", grpc.credentials.createInsecure(), {
-        channelOverride: kasRpc,
-      });
-      const workers = new Map<string, ProjectWorker>();
-      const context: WorkerContext = {
-        client,
-        applier,
-        log,
-        syncs,
-        backoff: options.backoff ?? { initialMs: 250, maxMs: 30_000 },
-        driftIntervalMs: options.driftIntervalMs ?? DEFAULT_DRIFT_INTERVAL_MS,
-        maxCommitBytes: options.maxCommitBytes ?? MAX_COMMIT_BYTES,
-      };
-      let following: Promise<void> = Promise.resolve();
+      wanted.set(p.id, p);
+    }
+    for (const [id, worker] of workers) {
+      const next = wanted.get(id);
+      if (next && sameStream(worker.project, next)) continue;
+      // Gone, or its stream changes (ref, paths): this worker ends; a new one starts below.
+      worker.stop();
+      workers.delete(id);
+      if (!next) log.info({ project: id }, "manifest project removed from the configuration");
+    }
+    for (const [id, project] of wanted) {
+      const worker = workers.get(id);
+      if (worker) worker.update(project);
+      else {
+        const w = new ProjectWorker(project, context);
+        workers.set(id, w);
+        w.start();
+      }
+    }
+  };
 
-      const reconcile = (projects: ManifestProject[]) => {
-        const wanted = new Map<string, ManifestProject>();
-        for (const p of projects) {
-          if (wanted.has(p.id)) {
-            log.warn({ project: p.id }, "manifest project listed twice; the first entry is used");
-            continue;
-          }
-          wanted.set(p.id, p);
+  return {
+    name: "gitops",
+    start(signal) {
+      following = (async () => {
+        for await (const config of configuration.watch(signal)) {
+          reconcile(config.gitops?.manifest_projects ?? []);
         }
-        for (const [id, worker] of workers) {
-          const next = wanted.get(id);
-          if (next && sameStream(worker.project, next)) continue;
-          // Gone, or its stream changes (ref, paths): this worker ends; a new one starts below.
-          worker.stop();
-          workers.delete(id);
-          if (!next) log.info({ project: id }, "manifest project removed from the configuration");
-        }
-        for (const [id, project] of wanted) {
-          const worker = workers.get(id);
-          if (worker) worker.update(project);
-          else {
-            const w = new ProjectWorker(project, context);
-            workers.set(id, w);
-            w.start();
-          }
-        }
-      };
-
-      return {
-        name: "gitops",
-        start(signal) {
-          following = (async () => {
-            for await (const config of configuration.watch(signal)) {
-              reconcile(config.gitops?.manifest_projects ?? []);
-            }
-          })().catch((err: unknown) => log.error({ err }, "following the configuration failed"));
-          signal.addEventListener("abort", () => {
-            for (const w of workers.values()) w.stop();
-          });
-        },
-        async close(graceMs) {
-          for (const w of workers.values()) w.stop();
-          const all = Promise.all([following, ...[...workers.values()].map((w) => w.done)]);
-          const grace = new AbortController();
-          await Promise.race([all, sleep(graceMs, undefined, { signal: grace.signal }).catch(() => {})]);
-          grace.abort();
-          workers.clear();
-        },
-        // No client.close(): it would close the channel, which is agentk's and shared by every module.
-      };
+      })().catch((err: unknown) => log.error({ err }, "following the configuration failed"));
+      signal.addEventListener("abort", () => {
+        for (const w of workers.values()) w.stop();
+      });
     },
+    async close(graceMs) {
+      for (const w of workers.values()) w.stop();
+      const all = Promise.all([following, ...[...workers.values()].map((w) => w.done)]);
+      const grace = new AbortController();
+      await Promise.race([all, sleep(graceMs, undefined, { signal: grace.signal }).catch(() => {})]);
+      grace.abort();
+      workers.clear();
+    },
+    // No client.close(): it would close the channel, which is agentk's and shared by every module.
   };
 }
 
@@ -156,7 +164,7 @@ interface WorkerContext {
   applier: Applier;
   log: Logger;
   syncs: Counter<"result">;
-  backoff: { initialMs: number; maxMs: number };
+  backoff: StreamBackoff;
   driftIntervalMs: number;
   maxCommitBytes: number;
 }
@@ -235,97 +243,81 @@ class ProjectWorker {
     this.#woken = false;
   }
 
-  async #followLoop(signal: AbortSignal): Promise<void> {
-    const { backoff } = this.#ctx;
-    let delay = backoff.initialMs;
-    while (!signal.aborted) {
-      if (await this.#follow(signal)) delay = backoff.initialMs;
-      if (signal.aborted) break;
-      await sleep(delay / 2 + Math.random() * delay, undefined, { signal }).catch(() => {});
-      delay = Math.min(delay * 2, backoff.maxMs);
-    }
+  #followLoop(signal: AbortSignal): Promise<void> {
+    return followStreams(signal, this.#ctx.backoff, (s) => this.#follow(s));
   }
 
   /** One stream until it ends; resolves with whether it went well (brought a commit, lasted, or ended OK). */
   #follow(signal: AbortSignal): Promise<boolean> {
     const { client, maxCommitBytes } = this.#ctx;
     const project = this.project;
-    return new Promise<boolean>((resolve) => {
-      const started = Date.now();
-      let received = false;
-      const call = client.getObjectsToSynchronize(
-        {
-          projectId: project.id,
-          commitId: this.#pending?.commitId ?? this.#applied?.commitId ?? "",
-          paths: project.paths.map((p) => ({ glob: p.glob })),
-          ref: project.ref ? { ...project.ref } : undefined,
-        },
-        new grpc.Metadata({ waitForReady: true }),
-      );
-      const cancel = () => call.cancel();
-      signal.addEventListener("abort", cancel, { once: true });
-      let commit:
-        | {
-            commitId: string;
-            agentId: string;
-            chunks: Map<string, Buffer[]>;
-            last: string;
-            bytes: number;
-            refused?: string;
-          }
-        | undefined;
-      const protocolError = (message: string) => {
-        this.#log.warn({ err: message }, "unexpected message on the manifest stream; reconnecting");
+    let received = false;
+    const call = client.getObjectsToSynchronize(
+      {
+        projectId: project.id,
+        commitId: this.#pending?.commitId ?? this.#applied?.commitId ?? "",
+        paths: project.paths.map((p) => ({ glob: p.glob })),
+        ref: project.ref ? { ...project.ref } : undefined,
+      },
+      waitForReady(),
+    );
+    let commit:
+      | {
+          commitId: string;
+          agentId: string;
+          chunks: Map<string, Buffer[]>;
+          last: string;
+          bytes: number;
+          refused?: string;
+        }
+      | undefined;
+    const protocolError = (message: string) => {
+      this.#log.warn({ err: message }, "unexpected message on the manifest stream; reconnecting");
+      commit = undefined;
+      call.cancel();
+    };
+    call.on("data", (message: GetObjectsToSynchronizeResponse) => {
+      if (message.header) {
+        commit = {
+          commitId: message.header.commitId,
+          agentId: message.header.agentId,
+          chunks: new Map(),
+          last: "",
+          bytes: 0,
+        };
+      } else if (message.object) {
+        if (!commit) return protocolError("an object before any header");
+        const { source, data } = message.object;
+        if (commit.refused) return;
+        commit.bytes += data.length;
+        if (commit.bytes > maxCommitBytes) {
+          commit.refused = `the commit's files exceed ${maxCommitBytes} bytes; it is not applied`;
+          commit.chunks.clear(); // the rest is dropped until the trailer
+          return;
+        }
+        const chunks = commit.chunks.get(source);
+        if (chunks && source !== commit.last) return protocolError(`file ${source} sent in two parts apart`);
+        if (chunks) chunks.push(data);
+        else commit.chunks.set(source, [data]);
+        commit.last = source;
+      } else if (message.trailer) {
+        if (!commit) return protocolError("a trailer before any header");
+        received = true;
+        const files = new Map([...commit.chunks].map(([s, parts]) => [s, Buffer.concat(parts)] as const));
+        this.#receive({
+          commitId: commit.commitId,
+          agentId: commit.agentId,
+          files,
+          ...(commit.refused && { refused: commit.refused }),
+        });
         commit = undefined;
-        call.cancel();
-      };
-      call.on("data", (message: GetObjectsToSynchronizeResponse) => {
-        if (message.header) {
-          commit = {
-            commitId: message.header.commitId,
-            agentId: message.header.agentId,
-            chunks: new Map(),
-            last: "",
-            bytes: 0,
-          };
-        } else if (message.object) {
-          if (!commit) return protocolError("an object before any header");
-          const { source, data } = message.object;
-          if (commit.refused) return;
-          commit.bytes += data.length;
-          if (commit.bytes > maxCommitBytes) {
-            commit.refused = `the commit's files exceed ${maxCommitBytes} bytes; it is not applied`;
-            commit.chunks.clear(); // the rest is dropped until the trailer
-            return;
-          }
-          const chunks = commit.chunks.get(source);
-          if (chunks && source !== commit.last)
-            return protocolError(`file ${source} sent in two parts apart`);
-          if (chunks) chunks.push(data);
-          else commit.chunks.set(source, [data]);
-          commit.last = source;
-        } else if (message.trailer) {
-          if (!commit) return protocolError("a trailer before any header");
-          received = true;
-          const files = new Map([...commit.chunks].map(([s, parts]) => [s, Buffer.concat(parts)] as const));
-          this.#receive({
-            commitId: commit.commitId,
-            agentId: commit.agentId,
-            files,
-            ...(commit.refused && { refused: commit.refused }),
-          });
-          commit = undefined;
-        }
-      });
-      call.on("error", (err: grpc.ServiceError) => {
-        if (!signal.aborted && err.code !== grpc.status.UNAVAILABLE && err.code !== grpc.status.CANCELLED) {
-          this.#log.warn({ code: err.code, err: err.details }, "manifest stream failed");
-        }
-      });
-      call.on("status", (status: grpc.StatusObject) => {
-        signal.removeEventListener("abort", cancel);
-        resolve(received || status.code === grpc.status.OK || Date.now() - started > HEALTHY_STREAM_MS);
-      });
+      }
+    });
+    return streamEnd(call, signal, {
+      received: () => received,
+      quiet: [grpc.status.UNAVAILABLE, grpc.status.CANCELLED],
+      log: this.#log,
+      message: "manifest stream failed",
     });
   }
 

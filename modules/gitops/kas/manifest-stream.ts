@@ -10,6 +10,7 @@ import type {
 import {
   type AgentIdentity,
   type AgentRpc,
+  callingAgent,
   ProjectAccessError,
   type ProjectRepository,
   type RefSelector,
@@ -25,13 +26,8 @@ type Session = ReturnType<AgentRpc["agentOf"]>;
 
 /** Serves one call until the stream ends (the client, the tunnel, or a refusal). */
 export function serveManifestStream(call: Call, deps: GitopsServiceDeps): void {
-  let session: Session;
-  try {
-    session = deps.rpc.agentOf(call);
-  } catch (err) {
-    call.emit("error", err as grpc.ServiceError);
-    return;
-  }
+  const session = callingAgent(deps.rpc, call, (err) => call.emit("error", err));
+  if (!session) return;
   const stream = new ManifestStream(call, session, deps);
   stream.run().catch((err: unknown) => {
     deps.log.error({ err, agentId: stream.agent.agentId, project: stream.project }, "GitOps stream failed");

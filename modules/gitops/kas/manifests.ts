@@ -1,6 +1,7 @@
 // One commit's manifest files for one stream: the files its globs match (hidden ones never), read
 // within kas's limits. A limit exceeded is a Refusal, whose message names the limit and the numbers.
 import * as grpc from "@grpc/grpc-js";
+import { CodedError } from "../../../lib/tunnel/errors.ts";
 import {
   type RefSelector,
   type RepositoryCallContext,
@@ -11,14 +12,8 @@ import {
 import { matchingFiles } from "./globs.ts";
 
 /** Ends a stream with `code` and `message` (shown to the agent and on GitLab's API). */
-export class Refusal extends Error {
+export class Refusal extends CodedError<grpc.status> {
   override name = "Refusal";
-  constructor(
-    readonly code: grpc.status,
-    message: string,
-  ) {
-    super(message);
-  }
 
   get codeName(): string {
     return grpc.status[this.code] ?? String(this.code);

@@ -2,7 +2,7 @@
 // commit, from Gitaly or local git, within kas's limits) to the agent over its gRPC channel; takes
 // the agent's sync reports; shows both on GitLab's API. A git push notification from any replica
 // polls the pushed project at once.
-import { type KasModuleFactory, onGitPush, Phase } from "../../runtime/index.ts";
+import { type KasModuleFactory, Phase, pollOnGitPush } from "../../runtime/index.ts";
 import type { GitopsKasConfig } from "./config.ts";
 import { createGitopsMetrics } from "./metrics.ts";
 import { gitopsRoute } from "./routes.ts";
@@ -29,10 +29,7 @@ export function gitopsModule(config: GitopsKasConfig): KasModuleFactory {
       return {
         name: "gitops",
         start() {
-          stopListening = onGitPush(broadcast, log, (project) => {
-            const polled = watches.pushed(project);
-            metrics.pushes.inc({ result: polled > 0 ? "polled" : "unknown" });
-          });
+          stopListening = pollOnGitPush(broadcast, log, watches, metrics.pushes);
         },
         drain() {
           stopListening();

@@ -1,7 +1,7 @@
 // ReportSync: the agent's account of a sync, checked, bounded, recorded and counted.
 import * as grpc from "@grpc/grpc-js";
 import type { ReportSyncRequest, ReportSyncResponse } from "../../../proto/gen/gitops/v1/gitops.ts";
-import { type AgentIdentity, ProjectAccessError } from "../../runtime/index.ts";
+import { type AgentIdentity, callingAgent, ProjectAccessError } from "../../runtime/index.ts";
 import { parseReport } from "./requests.ts";
 import { ACCESS_STATUS, type GitopsServiceDeps, statusError } from "./service-deps.ts";
 
@@ -10,13 +10,9 @@ export function reportSync(
   callback: grpc.sendUnaryData<ReportSyncResponse>,
   { rpc, projects, store, metrics, log }: GitopsServiceDeps,
 ): void {
-  let agent: AgentIdentity;
-  try {
-    agent = rpc.agentOf(call).identity;
-  } catch (err) {
-    callback(err as grpc.ServiceError);
-    return;
-  }
+  const session = callingAgent(rpc, call, callback);
+  if (!session) return;
+  const agent: AgentIdentity = session.identity;
   const fail = (code: grpc.status, details: string) => callback(statusError(code, details));
   const parsed = parseReport(call.request);
   if (typeof parsed === "string") {

@@ -1,11 +1,9 @@
 // `GET /api/v1/agents/{agent_id}/gitops` on GitLab's API front: per manifest project of the agent,
 // the last commit kas sent, the last sync the agent reported, and the last error (a refusal or a
 // repository problem of kas's, or the error the agent reported), from whichever replica wrote it.
-import { HttpError, sendJson } from "../../../tool/http/serve/index.ts";
-import type { ApiRoute } from "../../runtime/index.ts";
+import { sendJson } from "../../../tool/http/serve/index.ts";
+import { type ApiRoute, agentStateRoute } from "../../runtime/index.ts";
 import type { GitopsStatusStore, ProjectStatus } from "./status-store.ts";
-
-const GITOPS_PATH = /^\/api\/v1\/agents\/([1-9]\d{0,18})\/gitops\/?$/;
 
 function lastError(status: ProjectStatus) {
   const kas = status.problem && { source: "kas", ...status.problem };
@@ -21,20 +19,10 @@ function lastError(status: ProjectStatus) {
 }
 
 export function gitopsRoute(store: GitopsStatusStore): ApiRoute {
-  return {
-    route: "/api/v1/agents/{agent_id}/gitops",
-    matches: (pathname) => GITOPS_PATH.test(pathname),
-    async handle(req, res) {
-      if (req.method !== "GET" && req.method !== "HEAD") {
-        throw new HttpError(405, "only GET is allowed here", { allow: "GET, HEAD" });
-      }
-      const agentId = GITOPS_PATH.exec(new URL(req.url ?? "/", "http://kas").pathname)![1]!;
-      let projects: Map<string, ProjectStatus>;
-      try {
-        projects = await store.get(agentId);
-      } catch (err) {
-        throw new HttpError(503, `cannot read GitOps state: ${(err as Error).message}`);
-      }
+  return agentStateRoute("gitops", {
+    what: "GitOps state",
+    read: (agentId) => store.get(agentId),
+    answer(res, agentId, projects) {
       sendJson(res, 200, {
         agent_id: agentId,
         manifest_projects: [...projects]
@@ -47,5 +35,5 @@ export function gitopsRoute(store: GitopsStatusStore): ApiRoute {
           })),
       });
     },
-  };
+  });
 }

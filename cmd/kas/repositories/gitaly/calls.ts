@@ -1,6 +1,7 @@
 // Running one grpc-js call under a caller's AbortSignal: an abort cancels the call (CANCELLED,
 // mapped to "aborted"); a stream can be stopped early without reading the rest.
 import type { ClientReadableStream, ClientUnaryCall, ServiceError } from "@grpc/grpc-js";
+import { RepositoryError } from "../../../../modules/runtime/repositories.ts";
 
 export function unaryCall<T>(
   start: (callback: (err: ServiceError | null, response: T) => void) => ClientUnaryCall,
@@ -16,6 +17,18 @@ export function unaryCall<T>(
     if (signal?.aborted) call.cancel();
     else signal?.addEventListener("abort", onAbort, { once: true });
   });
+}
+
+/**
+ * A running total of what a stream brought: `add(n)` throws a `too_large` RepositoryError saying
+ * `over()` once the total passes `max` (the stream then stops: see consumeStream).
+ */
+export function cappedTotal(max: number, over: () => string): (n: number) => void {
+  let total = 0;
+  return (n) => {
+    total += n;
+    if (total > max) throw new RepositoryError("too_large", over());
+  };
 }
 
 /** What to do after a message: keep reading, or cancel the call and resolve. */

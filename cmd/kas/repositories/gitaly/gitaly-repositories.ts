@@ -18,7 +18,7 @@ import {
   TreeEntryResponse_ObjectType,
 } from "../../../../proto/gen/gitaly/commit.ts";
 import type { Repository } from "../../../../proto/gen/gitaly/shared.ts";
-import { consumeStream, unaryCall } from "./calls.ts";
+import { cappedTotal, consumeStream, unaryCall } from "./calls.ts";
 import { type CallSite, gitalyError, isMissingRepository, isServiceError } from "./errors.ts";
 import { gitalyCallMetadata } from "./metadata.ts";
 import { type GitalyClients, GitalyConnectionPool, type GitalyPoolOptions } from "./pool.ts";
@@ -92,7 +92,9 @@ export class GitalyRepositories implements RepositoryReader {
     }
     return this.#run(location, "InfoRefsUploadPack", ctx, async (call) => {
       const chunks: Buffer[] = [];
-      let total = 0;
+      const where = `Gitaly ${addressOf(location)}, project ${projectOf(location)}`;
+      const max = this.#maxAdvertisementBytes;
+      const count = cappedTotal(max, () => `${where}: ref advertisement over ${max} bytes`);
       await consumeStream(
         call.clients.smartHttp.infoRefsUploadPack(
           { repository: call.repository, gitConfigOptions: [], gitProtocol: "" },
@@ -100,13 +102,7 @@ export class GitalyRepositories implements RepositoryReader {
           call.options,
         ),
         (message) => {
-          total += message.data.length;
-          if (total > this.#maxAdvertisementBytes) {
-            throw new RepositoryError(
-              "too_large",
-              `Gitaly ${addressOf(location)}, project ${projectOf(location)}: ref advertisement over ${this.#maxAdvertisementBytes} bytes`,
-            );
-          }
+          count(message.data.length);
           chunks.push(message.data);
           return "continue";
         },
@@ -283,7 +279,8 @@ export class GitalyRepositories implements RepositoryReader {
     const prefix = trimPath(dir);
     return this.#run(location, "GetTreeEntries", ctx, async (call) => {
       const files: TreeFile[] = [];
-      let seen = 0;
+      const max = this.#maxTreeEntries;
+      const count = cappedTotal(max, () => `${where}: ${dir || "/"} has over ${max} entries`);
       try {
         await consumeStream(
           call.clients.commit.getTreeEntries(
@@ -298,13 +295,7 @@ export class GitalyRepositories implements RepositoryReader {
             call.options,
           ),
           (message) => {
-            seen += message.entries.length;
-            if (seen > this.#maxTreeEntries) {
-              throw new RepositoryError(
-                "too_large",
-                `${where}: ${dir || "/"} has over ${this.#maxTreeEntries} entries`,
-              );
-            }
+            count(message.entries.length);
             for (const entry of message.entries) {
               if (entry.type !== TreeEntry_EntryType.BLOB) continue;
               const path = entry.path.toString("utf8");
