@@ -72,10 +72,11 @@ describe("many agents, tiny Gitaly rate limits, shared polls", () => {
       config.gitlab.address = gitlab.url;
       config.gitlab.authenticationSecretFile = secretFile;
       config.agent.configuration.pollPeriodMs = 3_600_000; // polls: the first ones and pushes only
-      // 10 calls a second toward Gitaly: 30 agents' reads must queue. (A bucket smaller than the
-      // rate caps the rate at the bucket, see toWindows: {5/s, 2} would be 2 calls a second.)
-      config.gitaly.globalApiRateLimit = { refillRatePerSecond: 10, bucketSize: 10 };
-      config.gitaly.perServerApiRateLimit = { refillRatePerSecond: 10, bucketSize: 10 };
+      // 5 calls a second toward Gitaly, 3 at once: the 27 agents' reads must queue unless they
+      // arrive over 5 s or more, which even a loaded machine does not take to connect them (with
+      // {10/s, 10} a slow start let every read through). In process the bucket is exact.
+      config.gitaly.globalApiRateLimit = { refillRatePerSecond: 5, bucketSize: 3 };
+      config.gitaly.perServerApiRateLimit = { refillRatePerSecond: 5, bucketSize: 3 };
     });
   });
   afterAll(async () => {
