@@ -48,6 +48,9 @@ export class TunnelSession<I = undefined> extends EventEmitter<TunnelSessionEven
 
   constructor(transport: TransportConnection<I>, role: "client" | "server", options: TunnelOptions = {}) {
     super();
+    // What lives as long as a stream on this tunnel (a feed, a call) ends with the tunnel: one close
+    // listener per stream is the design, bounded by the streams a session allows, not a leak.
+    this.setMaxListeners(64 + (options.maxStreams ?? 4096));
     this.identity = transport.identity;
     this.role = role;
     this.#transport = transport;
