@@ -3,7 +3,14 @@
 import { realpathSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 import { installProcessErrorPolicy } from "../../tool/process-errors.ts";
-import { ConfigError, kasHelp, loadKasConfig, parseKasArgs, readKasSecrets } from "./config/index.ts";
+import {
+  ConfigError,
+  kasHelp,
+  loadKasConfig,
+  notUsedWarnings,
+  parseKasArgs,
+  readKasSecrets,
+} from "./config/index.ts";
 import { kubeconfigMain } from "./kubeconfig.ts";
 import { createLogger } from "./observability/index.ts";
 import { redisConnection } from "./routing/index.ts";
@@ -35,6 +42,7 @@ export async function main(argv: readonly string[]): Promise<number> {
 
   const log = createLogger({ level: config.observability.logging.level, name: "kas" });
   installProcessErrorPolicy(log);
+  for (const warning of notUsedWarnings(config)) log.warn({}, warning);
   const kas = createKasServer({ config, secrets, log });
   const signalled = shutdownSignal(); // a signal during start still stops kas gracefully
   try {

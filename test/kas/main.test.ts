@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { exitCode, runMain } from "../support/run-main.ts";
+import { writeGitlabExample } from "./support/gitlab-example.ts";
 import { portsEnv, spawnKas } from "./support/kas-process.ts";
 
 const MAIN = join(import.meta.dirname, "../../cmd/kas/main.ts");
@@ -51,4 +52,43 @@ describe("kas main", () => {
       kas.kill();
     }
   });
+
+  test("GitLab's kas flag and example configuration: kas starts and names each setting it does not act on, once", async () => {
+    const config = await writeGitlabExample(dir);
+    // The example's GitLab and Redis are not there: kas starts anyway (agents are refused, routing
+    // stays local until Redis answers); listeners go on free ports instead of the example's.
+    const child = run(["--configuration-file", config], portsEnv());
+    try {
+      await waitFor(
+        () => child.out().includes('"msg":"kas listening"'),
+        () => child.err(),
+      );
+      const warnings = child
+        .out()
+        .split("\n")
+        .filter((l) => l.includes('"level":40'))
+        .map((l) => JSON.parse(l).msg as string);
+      expect(warnings).toContain(
+        "observability.sentry is GitLab's setting; this kas does not send errors to Sentry",
+      );
+      expect(warnings).toContain(
+        "gitlab.api_rate_limit is GitLab's setting; this kas does not rate-limit its calls to GitLab (it caches GitLab's answers: agent.info_cache_ttl)",
+      );
+      const notUsed = warnings.filter((w) => / GitLab's settings?; /.test(w));
+      expect(notUsed).toHaveLength(14);
+      expect(new Set(notUsed).size).toBe(notUsed.length);
+      child.kill("SIGTERM");
+      expect(await exitCode(child)).toBe(0);
+    } finally {
+      child.kill("SIGKILL");
+    }
+  });
 });
+
+async function waitFor(done: () => boolean, why: () => string, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(`timed out; stderr: ${why()}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

@@ -6,6 +6,8 @@ import {
   parseDuration,
   parseListenAddress,
   parseLogLevel,
+  parseOneOf,
+  parsePositiveDuration,
   parsePositiveInt,
   parseString,
   parseUrlPath,
@@ -70,7 +72,17 @@ export function listenSection<Extra extends z.ZodRawShape = Record<never, never>
   extra?: Extra,
 ) {
   return z
-    .object({ address: addressSetting(address), ...tlsPair, ...(extra ?? ({} as Extra)) })
+    .object({
+      network: listenNetworkSetting(),
+      address: addressSetting(address),
+      ...tlsPair,
+      listenGracePeriodMs: notUsedSetting(parsePositiveDuration, {
+        kind: "duration",
+        doc: "GitLab's: how long the listener keeps accepting after shutdown starts.",
+        notUsed: "this kas keeps every listener accepting for shutdown_drain_delay after SIGTERM",
+      }),
+      ...(extra ?? ({} as Extra)),
+    })
     .superRefine((section, ctx) => checkTlsPair(section as TlsFiles, ctx), { when: () => true });
 }
 
@@ -82,3 +94,39 @@ export const positiveNumberSetting = kind((raw) => {
   }
   return value;
 }, "number");
+
+/**
+ * Another implementation's setting that this one accepts but does not act on (`notUsed`: the
+ * warning logged when it is set). No default, so that "set" can be told from "not set".
+ */
+export function notUsedSetting<T>(
+  parse: (raw: unknown) => T,
+  meta: { kind: string; doc: string; notUsed: string },
+): z.ZodOptional<z.ZodType<T>> {
+  return setting(parse, meta);
+}
+
+/**
+ * GitLab's `network` of a listener (or of Redis): validated against GitLab's values, then held to
+ * the one this implementation binds, TCP. A unix socket asked for and a TCP port bound instead
+ * would be worse than a refusal.
+ */
+export function networkSetting(gitlabValues: readonly string[], what: string) {
+  const gitlab = parseOneOf(gitlabValues);
+  return setting(
+    (raw) => {
+      const value = gitlab(raw);
+      if (value !== "tcp" && value !== "") {
+        throw new ValueError(`${JSON.stringify(value)} is not offered: ${what} over TCP only (write tcp)`);
+      }
+      return "tcp" as const;
+    },
+    {
+      kind: gitlabValues.filter((v) => v !== "").join("|"),
+      doc: `GitLab's network setting; only tcp (the default) is offered: ${what} over TCP only.`,
+    },
+  );
+}
+
+/** A listener's network, as GitLab's kas writes it (ListenAgentCF.network and the others). */
+export const listenNetworkSetting = () => networkSetting(["tcp", "tcp4", "tcp6", "unix"], "kas listens");

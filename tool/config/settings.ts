@@ -15,6 +15,12 @@ export interface SettingMeta {
   envAliases?: readonly string[];
   /** A repeatable flag: its environment variable separates the values by this. */
   listSeparator?: string;
+  /**
+   * Accepted (another implementation's setting, validated like any other) but not acted on: the
+   * warning logged once at start when it is set. Refusing it would break a configuration file
+   * carried over; ignoring it silently would let an operator believe it works.
+   */
+  notUsed?: string;
 }
 
 /** Settings' metadata, looked up by schema when walking a configuration schema. */

@@ -37,6 +37,31 @@ export function parseString(raw: unknown): string {
   return value;
 }
 
+/** A string that may be empty (a setting whose empty value means "off", as GitLab's sentry.dsn). */
+export function parseAnyString(raw: unknown): string {
+  return text(raw, "a string");
+}
+
+/** A number >= 0, e.g. a rate per second that may be 0 ("no events"). */
+export function parseNonNegativeNumber(raw: unknown): number {
+  const value = typeof raw === "number" ? raw : Number(typeof raw === "string" ? raw.trim() : Number.NaN);
+  if (typeof raw === "boolean" || raw === "" || !Number.isFinite(value) || value < 0) {
+    throw new ValueError(`expected a number >= 0, got ${show(raw)}`);
+  }
+  return value;
+}
+
+/** One of `allowed`, exactly as written (GitLab's enums are lower case). */
+export function parseOneOf<const T extends string>(allowed: readonly T[]): (raw: unknown) => T {
+  return (raw) => {
+    const value = text(raw, `one of ${allowed.join(", ")}`);
+    if (!(allowed as readonly string[]).includes(value)) {
+      throw new ValueError(`expected one of ${allowed.join(", ")}, got ${show(raw)}`);
+    }
+    return value as T;
+  };
+}
+
 function parsePort(portText: string, raw: unknown, expected: string): number {
   if (!/^\d{1,5}$/.test(portText)) throw new ValueError(`expected ${expected}, got ${show(raw)}`);
   const port = Number(portText);
@@ -76,6 +101,13 @@ export function parseDuration(raw: unknown): number {
     throw new ValueError(`expected a duration like "300s", "1m30s" or "250ms", got ${show(raw)}`);
   }
   return Math.round(parts.reduce((ms, [, n, unit]) => ms + Number(n) * DURATION_UNITS[unit!]!, 0));
+}
+
+/** A duration above zero, as GitLab's kascfg requires of most of its durations. */
+export function parsePositiveDuration(raw: unknown): number {
+  const ms = parseDuration(raw);
+  if (ms <= 0) throw new ValueError(`must be longer than 0, got ${show(raw)}`);
+  return ms;
 }
 
 /** A list of host:port: a YAML sequence, or one string with commas (as an environment variable). */

@@ -132,7 +132,7 @@ export function createProjectAccessFromConfig(
     gitlab &&
     new GitLabProjectAccess(gitlab, {
       ttlMs: config.agent.gitops.projectInfoCacheTtlMs,
-      errorTtlMs: config.agent.infoCacheErrorTtlMs,
+      errorTtlMs: config.agent.gitops.projectInfoCacheErrorTtlMs,
       maxEntries: config.agent.infoCacheMaxEntries,
     });
   return {

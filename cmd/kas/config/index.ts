@@ -2,6 +2,7 @@ export { ConfigError, type ConfigIssue, formatIssue } from "../../../tool/config
 export * from "../../../tool/config/values.ts";
 export { type KasArgs, kasHelp, parseKasArgs } from "./cli.ts";
 export { buildKasConfig, type LoadKasConfigOptions, loadKasConfig, parseYaml } from "./load.ts";
+export { notUsedWarnings } from "./not-used.ts";
 export {
   envNameOf,
   KAS_FIELDS,

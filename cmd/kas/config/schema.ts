@@ -17,15 +17,20 @@ import {
   durationSetting,
   fileSetting,
   listenSection,
+  networkSetting,
+  notUsedSetting,
   stringSetting,
   tlsPair,
 } from "../../../tool/config/kinds.ts";
 import { type SettingLeaf, setting, settingLeaves, yamlKeyOf } from "../../../tool/config/settings.ts";
 import {
   type ListenAddress,
+  parseBool,
   parseEndpoint,
   parseEndpointList,
   parseNonNegativeInt,
+  parseNonNegativeNumber,
+  parsePositiveDuration,
   parseUrl,
 } from "../../../tool/config/values.ts";
 import { gitalyKasSection } from "../repositories/config.ts";
@@ -49,12 +54,37 @@ const gitlab = z.object({
     default: "8s",
     doc: "Deadline for a request to GitLab, retries included (keep it below the handshake timeout).",
   }),
+  // GitLab's kas throttles every call to GitLab; this one caches GitLab's answers instead
+  // (agent.info_cache_ttl and the other caches), so there is no bucket to size.
+  apiRateLimit: z.object({
+    refillRatePerSecond: notUsedSetting(parseNonNegativeNumber, {
+      kind: "number",
+      doc: "GitLab's: calls to GitLab per second.",
+      notUsed:
+        "this kas does not rate-limit its calls to GitLab (it caches GitLab's answers: agent.info_cache_ttl)",
+    }),
+    bucketSize: notUsedSetting(parseNonNegativeInt, {
+      kind: "integer",
+      doc: "GitLab's: burst of calls to GitLab.",
+      notUsed:
+        "this kas does not rate-limit its calls to GitLab (it caches GitLab's answers: agent.info_cache_ttl)",
+    }),
+  }),
 });
+
+const REDIS_CONN_INFO = "this kas times its Redis records of connected agents itself";
 
 const agent = z.object({
   listen: listenSection(
     { default: "127.0.0.1:8150", doc: "Where agentk connects." },
     {
+      // GitLab's kas serves gRPC or, with this, gRPC inside WebSocket; this one's agentk always
+      // opens a WebSocket tunnel, so neither value changes anything.
+      websocket: notUsedSetting(parseBool, {
+        kind: "boolean",
+        doc: "GitLab's: gRPC through WebSocket. This kas's agent listener always takes WebSocket tunnels.",
+        notUsed: "this kas's agent listener always takes agentk's WebSocket tunnels, whatever the value",
+      }),
       // One minute less the 10 % jitter still outlasts agentk's 30 s before it trusts a tunnel, so
       // an age drain is answered by an immediate reconnect, not taken for a server shedding load;
       // it also keeps each agent to about one handshake (one GitLab lookup) a minute.
@@ -109,6 +139,29 @@ const agent = z.object({
     doc: "How long a refused authentication (401/403/404) is cached.",
   }),
   infoCacheMaxEntries: countSetting({ default: 10000, doc: "Bound on cached authentications." }),
+  // The agent tracker keeps its Redis records on its own timings (modules/agent_tracker).
+  redisConnInfoTtlMs: notUsedSetting(parsePositiveDuration, {
+    kind: "duration",
+    doc: "GitLab's: TTL of connected agents' records in Redis.",
+    notUsed: REDIS_CONN_INFO,
+  }),
+  redisConnInfoRefreshMs: notUsedSetting(parsePositiveDuration, {
+    kind: "duration",
+    doc: "GitLab's: refresh period of connected agents' records in Redis.",
+    notUsed: REDIS_CONN_INFO,
+  }),
+  redisConnInfoGcMs: notUsedSetting(parsePositiveDuration, {
+    kind: "duration",
+    doc: "GitLab's: clean-up period of stale connected agents' records in Redis.",
+    notUsed: REDIS_CONN_INFO,
+  }),
+  remoteDevelopment: z.object({
+    pollPeriodMs: notUsedSetting(parsePositiveDuration, {
+      kind: "duration",
+      doc: "GitLab's: poll period of the remote development module.",
+      notUsed: "this kas has no remote development module",
+    }),
+  }),
   kubernetesApi: kubernetesApiKasSection,
   configuration: agentConfigurationKasSection,
   gitops: gitopsKasSection,
@@ -142,6 +195,11 @@ const privateApi = z.object({
       caCertificateFile: fileSetting({
         doc: "Extra CA certificate(s), PEM, to trust for other replicas' private API.",
       }),
+      maxConnectionAgeMs: notUsedSetting(parsePositiveDuration, {
+        kind: "duration",
+        doc: "GitLab's: kas-to-kas connections older than this are renewed.",
+        notUsed: "this kas does not renew kas-to-kas connections by age",
+      }),
     },
   ),
   ownUrl: setting((v) => parseUrl(v, ["ws", "wss", "http", "https"]), {
@@ -151,7 +209,11 @@ const privateApi = z.object({
   }),
 });
 
+// Fields GitLab's kas itself marks deprecated and unused, accepted so its files still load.
+const GITLAB_UNUSED = "GitLab's kas does not use it either (deprecated)";
+
 const redis = z.object({
+  network: networkSetting(["", "tcp", "unix"], "kas connects to Redis"),
   server: z.object({
     address: setting(parseEndpoint, {
       kind: "host:port",
@@ -173,6 +235,26 @@ const redis = z.object({
   databaseIndex: setting(parseNonNegativeInt, { kind: "integer", default: 0, doc: "Redis database number." }),
   keyPrefix: stringSetting({ default: "gitlab-kas", doc: "Prefix of kas's Redis keys." }),
   dialTimeoutMs: durationSetting({ default: "5s", doc: "Redis connect timeout." }),
+  writeTimeoutMs: notUsedSetting(parsePositiveDuration, {
+    kind: "duration",
+    doc: "GitLab's: Redis write timeout.",
+    notUsed: "this kas bounds no Redis write on its own (redis.dial_timeout bounds connecting)",
+  }),
+  poolSize: notUsedSetting(parseNonNegativeInt, {
+    kind: "integer",
+    doc: "GitLab's, deprecated.",
+    notUsed: GITLAB_UNUSED,
+  }),
+  readTimeoutMs: notUsedSetting(parsePositiveDuration, {
+    kind: "duration",
+    doc: "GitLab's, deprecated.",
+    notUsed: GITLAB_UNUSED,
+  }),
+  idleTimeoutMs: notUsedSetting(parsePositiveDuration, {
+    kind: "duration",
+    doc: "GitLab's, deprecated.",
+    notUsed: GITLAB_UNUSED,
+  }),
   tls: z
     .object({
       enabled: boolSetting({ default: false, doc: "Connect to Redis (and the sentinels) over TLS." }),

@@ -15,6 +15,10 @@ export const gitopsKasSection = z.object({
     default: "300s",
     doc: "How long GitLab's answer to whether an agent may read a manifest project (project_info) is reused.",
   }),
+  projectInfoCacheErrorTtlMs: durationSetting({
+    default: "60s",
+    doc: "How long GitLab's refusal (401/403/404) of an agent's access to a manifest project is reused.",
+  }),
   maxManifestFileSize: countSetting({
     default: 5 * 1024 * 1024,
     doc: "Largest manifest file sent to an agent, in bytes; a commit with a larger matching file is refused (RESOURCE_EXHAUSTED) and the agent keeps what it has.",

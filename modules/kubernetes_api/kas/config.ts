@@ -1,6 +1,13 @@
 // The Kubernetes API proxy's section of kas's configuration: agent.kubernetes_api.
 import { z } from "zod";
-import { boolSetting, durationSetting, listenSection, urlPathSetting } from "../../../tool/config/kinds.ts";
+import {
+  boolSetting,
+  durationSetting,
+  listenSection,
+  notUsedSetting,
+  urlPathSetting,
+} from "../../../tool/config/kinds.ts";
+import { parsePositiveDuration } from "../../../tool/config/values.ts";
 
 export const kubernetesApiKasSection = z.object({
   listen: listenSection(
@@ -9,6 +16,11 @@ export const kubernetesApiKasSection = z.object({
       plaintext: boolSetting({
         default: false,
         doc: "Serve plain HTTP (behind a proxy that terminates TLS). Otherwise, without certificate_file, kas makes a CA and a certificate and keeps them under data_dir (kubectl sends tokens over TLS only).",
+      }),
+      shutdownGracePeriodMs: notUsedSetting(parsePositiveDuration, {
+        kind: "duration",
+        doc: "GitLab's: how long in-flight proxy requests get on shutdown.",
+        notUsed: "this kas gives in-flight requests of every listener shutdown_grace_period",
       }),
     },
   ),

@@ -10,6 +10,17 @@ describe("kas command line", () => {
     expect(parseKasArgs([])).toEqual({ help: false });
   });
 
+  test("--configuration-file, GitLab's kas's name for --config", () => {
+    expect(parseKasArgs(["--configuration-file", "/etc/kas/config.yaml"])).toEqual({
+      help: false,
+      configFile: "/etc/kas/config.yaml",
+    });
+    expect(parseKasArgs(["--configuration-file=k.yaml"])).toEqual({ help: false, configFile: "k.yaml" });
+    expect(() => parseKasArgs(["-c", "a.yaml", "--configuration-file", "b.yaml"])).toThrow(
+      "arguments: give --config or --configuration-file (the same option), not both",
+    );
+  });
+
   test.each([["--nope"], ["stray"], ["--config"]])("%s is an error pointing at --help", (arg) => {
     let err: unknown;
     try {
@@ -29,5 +40,9 @@ describe("kas command line", () => {
     expect(help).toContain("env: KAS_AGENT_LISTEN_ADDRESS");
     expect(help).toContain("env: KAS_PRIVATE_API_OWN_URL, OWN_PRIVATE_API_URL");
     expect(help).toContain('(default "300s")');
+    expect(help).toContain("--configuration-file <file>");
+    expect(help).toMatch(
+      /observability\.sentry\.dsn {2}<string>\n.*\n {6}GitLab's, not used: this kas does not send errors to Sentry/,
+    );
   });
 });

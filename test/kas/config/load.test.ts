@@ -35,7 +35,7 @@ describe("kas configuration", () => {
   test("defaults match GitLab's kas (ports 8150, 8151, 8153, 8154, 8155; cache TTLs 300 s / 60 s)", () => {
     const config = buildKasConfig(MINIMAL, {});
     expect(config).toEqual<KasConfig>({
-      gitlab: { requestTimeoutMs: 5000, retryDeadlineMs: 8000 },
+      gitlab: { requestTimeoutMs: 5000, retryDeadlineMs: 8000, apiRateLimit: {} },
       agent: {
         listen: {
           address: { host: "127.0.0.1", port: 8150 },
@@ -51,6 +51,7 @@ describe("kas configuration", () => {
         infoCacheTtlMs: 300_000,
         infoCacheErrorTtlMs: 60_000,
         infoCacheMaxEntries: 10_000,
+        remoteDevelopment: {},
         kubernetesApi: {
           listen: { address: { host: "0.0.0.0", port: 8154 }, plaintext: false },
           urlPathPrefix: "/",
@@ -61,6 +62,7 @@ describe("kas configuration", () => {
         gitops: {
           pollPeriodMs: 20_000,
           projectInfoCacheTtlMs: 300_000,
+          projectInfoCacheErrorTtlMs: 60_000,
           maxManifestFileSize: 5_242_880,
           maxTotalManifestFileSize: 20_971_520,
           maxNumberOfPaths: 100,
@@ -79,6 +81,9 @@ describe("kas configuration", () => {
         livenessProbe: { urlPath: "/liveness" },
         readinessProbe: { urlPath: "/readiness" },
         logging: { level: "info" },
+        tracing: {},
+        sentry: {},
+        googleProfiler: {},
       },
       api: { listen: { address: { host: "127.0.0.1", port: 8153 }, maxConnectionAgeMs: 7_200_000 } },
       privateApi: { listen: { address: { host: "127.0.0.1", port: 8155 } } },

@@ -51,6 +51,7 @@ test("a write that returns false: nothing more is written until 'drain'", async 
     config: {
       pollPeriodMs: 3_600_000,
       projectInfoCacheTtlMs: 300_000,
+      projectInfoCacheErrorTtlMs: 60_000,
       maxManifestFileSize: 5 * MiB,
       maxTotalManifestFileSize: 20 * MiB,
       maxNumberOfPaths: 100,
