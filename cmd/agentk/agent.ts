@@ -78,7 +78,7 @@ function agentkModules(
   return [
     observabilityModule({ listen: config.observability.listen }),
     kasConnection,
-    agentTrackerAgentModule({ pod: config.pod }),
+    agentTrackerAgentModule({ pod: config.pod, kubeConfig: () => agentkClientConfig(config.kubernetes) }),
     agentConfigurationAgentModule({ logLevel: config.logLevel }),
     kubernetesApiAgentModule(config.kubernetes),
     serviceProxyAgentModule(config.services),
