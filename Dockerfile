@@ -32,7 +32,9 @@ COPY package.json package-lock.json ./
 RUN npm install --omit=dev --no-audit --no-fund --loglevel=error && npm cache clean --force
 
 FROM ${NODE_IMAGE} AS runtime
-ENV NODE_ENV=production
+# The commit built (`--build-arg COMMIT_ID=$(git rev-parse HEAD)`): agentk reports it to GitLab.
+ARG COMMIT_ID=""
+ENV NODE_ENV=production GITLAB_AGENT_TS_COMMIT_ID=${COMMIT_ID}
 WORKDIR /app
 COPY package.json ./
 COPY --from=deps /app/node_modules node_modules

@@ -53,6 +53,8 @@ export interface AgentDeps {
     gitops?: GitopsTuning;
     /** Cluster views' coalescing and back-off. */
     clusterViews?: Omit<ClusterViewsAgentOptions, "kubeConfig">;
+    /** How often agentk reads its cluster's version again (10 minutes in the daemon). */
+    versionIntervalMs?: number;
   };
 }
 
@@ -74,11 +76,16 @@ function agentkModules(
   kasConnection: AgentkModuleFactory,
   gitops: GitopsTuning = {},
   views: Omit<ClusterViewsAgentOptions, "kubeConfig"> = {},
+  versionIntervalMs?: number,
 ): AgentkModuleFactory[] {
   return [
     observabilityModule({ listen: config.observability.listen }),
     kasConnection,
-    agentTrackerAgentModule({ pod: config.pod }),
+    agentTrackerAgentModule({
+      pod: config.pod,
+      kubeConfig: () => agentkClientConfig(config.kubernetes),
+      ...(versionIntervalMs !== undefined && { versionIntervalMs }),
+    }),
     agentConfigurationAgentModule({ logLevel: config.logLevel }),
     kubernetesApiAgentModule(config.kubernetes),
     serviceProxyAgentModule(config.services),
@@ -124,6 +131,7 @@ export function createAgent(config: AgentkConfig, deps: AgentDeps): Agent {
       kasConnectionModule(config, deps),
       deps.tuning?.gitops,
       deps.tuning?.clusterViews,
+      deps.tuning?.versionIntervalMs,
     ),
     ...(deps.tuning?.modules ?? []),
   ];

@@ -42,6 +42,8 @@ export interface InProcessAgentkOptions {
   gitops?: GitopsTuning;
   /** Cluster views' coalescing and back-off. Default: the daemon's. */
   clusterViews?: Omit<ClusterViewsAgentOptions, "kubeConfig">;
+  /** How often agentk reads its cluster's version again. Default: the daemon's (10 minutes). */
+  versionIntervalMs?: number;
 }
 
 export interface InProcessAgentk {
@@ -107,6 +109,7 @@ export async function startInProcessAgentk(o: InProcessAgentkOptions): Promise<I
       ...(o.modules && { modules: o.modules }),
       ...(o.gitops && { gitops: o.gitops }),
       ...(o.clusterViews && { clusterViews: o.clusterViews }),
+      ...(o.versionIntervalMs !== undefined && { versionIntervalMs: o.versionIntervalMs }),
     },
   });
   const rejected: number[] = [];

@@ -1,5 +1,6 @@
 // The agent configuration files of a project on GitLab's gRPC API: GitLab's
-// ConfigurationProject.ListAgentConfigFiles, read from the default branch through Gitaly.
+// ConfigurationProject.ListAgentConfigFiles, read through Gitaly from the branch GitLab names
+// (`default_branch`), else from the repository's default branch.
 import * as grpc from "@grpc/grpc-js";
 import {
   type AgentConfigFile,
@@ -12,6 +13,7 @@ import {
   callSignal,
   deadlinePassed,
   type GitLabRpc,
+  type RefSelector,
   type RepositoryCallContext,
   RepositoryError,
   type RepositoryLocation,
@@ -51,13 +53,28 @@ function locationOf(request: ListAgentConfigFilesRequest): RepositoryLocation {
   };
 }
 
-/** `.gitlab/agents/<name>/config.yaml` on the default branch ([] for an empty repository). */
+/**
+ * The branch GitLab asks for, as GitLab's kas reads it (git.ExplicitRefOrHead): a name or
+ * `refs/heads/<name>`; empty is the repository's default branch (HEAD).
+ */
+export function branchOf(defaultBranch: string): RefSelector {
+  const branch = defaultBranch.startsWith("refs/heads/")
+    ? defaultBranch.slice("refs/heads/".length)
+    : defaultBranch;
+  return branch === "" ? {} : { branch };
+}
+
+/**
+ * `.gitlab/agents/<name>/config.yaml` on `ref` ([] for an empty repository or a branch that does
+ * not exist: nothing to list, as GitLab's kas answers).
+ */
 export async function listAgentConfigFiles(
   repositories: RepositoryReader,
   location: RepositoryLocation,
   ctx: RepositoryCallContext,
+  ref: RefSelector = {},
 ): Promise<AgentConfigFile[]> {
-  const commit = await repositories.resolveRef(location, {}, ctx);
+  const commit = await repositories.resolveRef(location, ref, ctx);
   if (commit === undefined) return [];
   const files = await repositories.listFiles(location, commit, AGENTS_DIR, ctx);
   return files.flatMap(({ path }) => {
@@ -91,7 +108,14 @@ export function addConfigurationProjectService(rpc: GitLabRpc, repositories: Rep
     listAgentConfigFiles(call, callback) {
       const ctx = { agentId: RATE_LIMIT_KEY, signal: callSignal(call) };
       Promise.resolve()
-        .then(() => listAgentConfigFiles(repositories, locationOf(call.request), ctx))
+        .then(() =>
+          listAgentConfigFiles(
+            repositories,
+            locationOf(call.request),
+            ctx,
+            branchOf(call.request.defaultBranch),
+          ),
+        )
         .then(
           (configFiles) => callback(null, { configFiles }),
           (err: unknown) => callback(err instanceof RepositoryError ? statusOf(err, call) : (err as Error)),

@@ -9,6 +9,18 @@ export interface AgentPod {
   namespace: string;
   name: string;
   version: string;
+  /** The commit agentk was built from; absent when it did not say (and in older replicas' summaries). */
+  commitId?: string;
+  /** Its cluster's `/version`; absent until agentk could read it. */
+  kubernetesVersion?: KubernetesVersion;
+}
+
+/** A cluster's version, as its `/version` says it (GitLab's entity.KubernetesVersion). */
+export interface KubernetesVersion {
+  major: string;
+  minor: string;
+  gitVersion: string;
+  platform: string;
 }
 
 /** Bounds on what an agent may report, and on what a summary read back from Redis may hold. */
@@ -102,13 +114,28 @@ function normalizeConnections(list: AgentConnection[]): AgentConnection[] {
   return out;
 }
 
-const podKey = (p: AgentPod) => `${p.namespace}\u0000${p.name}\u0000${p.version}`;
+const kubeKey = (k: KubernetesVersion | undefined) =>
+  k ? `${k.major}\u0000${k.minor}\u0000${k.gitVersion}\u0000${k.platform}` : "";
+const podKey = (p: AgentPod) =>
+  `${p.namespace}\u0000${p.name}\u0000${p.version}\u0000${p.commitId ?? ""}\u0000${kubeKey(p.kubernetesVersion)}`;
+
+/** Only the fields a pod has (nothing else a summary read back may carry). */
+function podOf(p: AgentPod): AgentPod {
+  const { namespace, name, version, commitId, kubernetesVersion: k } = p;
+  return {
+    namespace,
+    name,
+    version,
+    ...(commitId !== undefined && { commitId }),
+    ...(k && {
+      kubernetesVersion: { major: k.major, minor: k.minor, gitVersion: k.gitVersion, platform: k.platform },
+    }),
+  };
+}
 
 /** Sorted, without duplicates (several tunnels of one pod), bounded. */
 function normalizePods(pods: AgentPod[]): AgentPod[] {
-  const unique = new Map(
-    pods.map((p) => [podKey(p), { namespace: p.namespace, name: p.name, version: p.version }]),
-  );
+  const unique = new Map(pods.map((p) => [podKey(p), podOf(p)]));
   return [...unique.entries()]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .slice(0, AGENT_POD_LIMITS.pods)
@@ -118,9 +145,25 @@ function normalizePods(pods: AgentPod[]): AgentPod[] {
 /** A pod as read from Redis (shared: checked like any input); undefined unless it is one. */
 function parsePod(v: unknown): AgentPod | undefined {
   if (typeof v !== "object" || v === null) return undefined;
-  const { namespace, name, version } = v as Record<string, unknown>;
-  const text = (x: unknown): x is string => typeof x === "string" && x.length <= AGENT_POD_LIMITS.field;
-  return text(namespace) && text(name) && text(version) ? { namespace, name, version } : undefined;
+  const { namespace, name, version, commitId, kubernetesVersion } = v as Record<string, unknown>;
+  if (!text(namespace) || !text(name) || !text(version)) return undefined;
+  if (commitId !== undefined && !text(commitId)) return undefined;
+  const pod: AgentPod = { namespace, name, version, ...(commitId !== undefined && { commitId }) };
+  if (kubernetesVersion === undefined) return pod;
+  const k = parseKubernetesVersion(kubernetesVersion);
+  return k && { ...pod, kubernetesVersion: k };
+}
+
+/** A string an agent may report (and a summary may hold): bounded. */
+const text = (x: unknown): x is string => typeof x === "string" && x.length <= AGENT_POD_LIMITS.field;
+
+/** A Kubernetes version as read from Redis; undefined unless it is one. */
+function parseKubernetesVersion(v: unknown): KubernetesVersion | undefined {
+  if (typeof v !== "object" || v === null) return undefined;
+  const { major, minor, gitVersion, platform } = v as Record<string, unknown>;
+  return text(major) && text(minor) && text(gitVersion) && text(platform)
+    ? { major, minor, gitVersion, platform }
+    : undefined;
 }
 
 /** A connection as read from Redis; undefined unless it is one. */

@@ -23,9 +23,10 @@ export function connectedAgentInfos(agent: ConnectedAgent): ConnectedAgentInfo[]
   const ids = { agentId: agent.agentId, projectId: agent.projectId };
   const meta = (pod: AgentPod | undefined) => ({
     version: pod?.version ?? "",
-    commitId: "",
+    commitId: pod?.commitId ?? "",
     podNamespace: pod?.namespace ?? "",
     podName: pod?.name ?? "",
+    kubernetesVersion: pod?.kubernetesVersion,
   });
   if (agent.connections !== undefined) {
     return agent.connections.map((c) => ({
@@ -69,9 +70,28 @@ async function connected(tracker: Tracker, key: "agentId" | "projectId", ids: Se
   return { agents: agents.filter((a) => ids.has(a[key])).flatMap(connectedAgentInfos) };
 }
 
+/** GetConnectedAgents' oneof as the same lookup as the By... methods, with one id. */
+function singleLookup(request: { projectId?: string; agentId?: string }) {
+  if (request.projectId !== undefined)
+    return { key: "projectId", field: "project_id", id: request.projectId } as const;
+  if (request.agentId !== undefined)
+    return { key: "agentId", field: "agent_id", id: request.agentId } as const;
+  // GitLab's proto requires the oneof (validate.required).
+  throw rpcError(grpc.status.INVALID_ARGUMENT, "request: project_id or agent_id is required");
+}
+
 /** `gitlab.agent.agent_tracker.rpc.AgentTracker` on GitLab's gRPC API. */
 export function addAgentTrackerGitLabService(rpc: GitLabRpc, tracker: Tracker): void {
   const service: AgentTrackerServer = {
+    // GitLab before the By... methods: one project or one agent, the same answer as theirs.
+    getConnectedAgents(call, callback) {
+      Promise.resolve()
+        .then(() => {
+          const { key, field, id } = singleLookup(call.request);
+          return connected(tracker, key, checkedIds([id], field));
+        })
+        .then((answer) => callback(null, answer), callback);
+    },
     getConnectedAgentsByProjectIDs(call, callback) {
       Promise.resolve()
         .then(() => connected(tracker, "projectId", checkedIds(call.request.projectIds, "project_ids")))

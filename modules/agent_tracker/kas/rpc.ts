@@ -14,7 +14,18 @@ export function addAgentTrackerService(rpc: AgentRpc, tracker: Pick<AgentTracker
       const session = callingAgent(rpc, call, callback);
       if (!session) return;
       const meta = call.request.agentMeta;
-      const fields = [meta?.version, meta?.podNamespace, meta?.podName];
+      const k = meta?.kubernetesVersion;
+      // Untrusted: every string the agent sends is bounded, as it is kept and republished.
+      const fields = [
+        meta?.version,
+        meta?.podNamespace,
+        meta?.podName,
+        meta?.commitId,
+        k?.major,
+        k?.minor,
+        k?.gitVersion,
+        k?.platform,
+      ];
       if (fields.some((f) => (f ?? "").length > AGENT_POD_LIMITS.field)) {
         callback({
           code: grpc.status.INVALID_ARGUMENT,
@@ -26,6 +37,16 @@ export function addAgentTrackerService(rpc: AgentRpc, tracker: Pick<AgentTracker
         namespace: meta?.podNamespace ?? "",
         name: meta?.podName ?? "",
         version: meta?.version ?? "",
+        // Empty: agentk does not know (or is older than these fields); kept absent, as GitLab's empty.
+        ...(meta?.commitId && { commitId: meta.commitId }),
+        ...(k && {
+          kubernetesVersion: {
+            major: k.major,
+            minor: k.minor,
+            gitVersion: k.gitVersion,
+            platform: k.platform,
+          },
+        }),
       });
       callback(null, {});
     },

@@ -3,7 +3,8 @@
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { createAgentRpcServer } from "../../../cmd/kas/agent-rpc.ts";
-import { AgentTrackerServiceClient } from "../../../proto/gen/agent_tracker/v1/agent_tracker.ts";
+import { type AgentkModuleFactory, Phase } from "../../../modules/runtime/index.ts";
+import { AgentMeta, AgentTrackerServiceClient } from "../../../proto/gen/agent_tracker/v1/agent_tracker.ts";
 import { VERSION } from "../../../tool/version.ts";
 import { gitlabJwt, OTHER_TOKEN, TOKEN } from "../../kas/support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "../../kas/support/in-process.ts";
@@ -191,14 +192,68 @@ describe("the agents' gRPC server", () => {
     const client = new AgentTrackerServiceClient(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
     try {
       const err = await new Promise<grpc.ServiceError | null>((resolve) =>
-        client.reportAgent({ agentMeta: { version: "1", podName: "x", podNamespace: "y" } }, (e) =>
-          resolve(e),
+        client.reportAgent(
+          { agentMeta: AgentMeta.fromPartial({ version: "1", podName: "x", podNamespace: "y" }) },
+          (e) => resolve(e),
         ),
       );
       expect(err?.code).toBe(grpc.status.UNAUTHENTICATED);
     } finally {
       client.close();
       rpc.server.forceShutdown();
+    }
+  });
+});
+
+describe("what an agent reports is bounded", () => {
+  test("a field past 253 characters (commit_id, kubernetes_version's) is INVALID_ARGUMENT, and not listed", async () => {
+    const kas = await startInProcessKas();
+    const answers: Array<grpc.ServiceError | null> = [];
+    // A module of the test's own, on agentk's gRPC channel: an agent that says too much.
+    const liar: AgentkModuleFactory = {
+      name: "liar",
+      phase: Phase.capability,
+      create: ({ kasRpc }) => {
+        const client = new AgentTrackerServiceClient("kas", grpc.credentials.createInsecure(), {
+          channelOverride: kasRpc,
+        });
+        const long = "x".repeat(254);
+        const report = (meta: Partial<AgentMeta>) =>
+          client.reportAgent(
+            { agentMeta: AgentMeta.fromPartial({ version: "1", podName: "liar", ...meta }) },
+            new grpc.Metadata({ waitForReady: true }),
+            { deadline: Date.now() + 10_000 },
+            (err) => answers.push(err),
+          );
+        return {
+          name: "liar",
+          start() {
+            report({ commitId: long });
+            report({ kubernetesVersion: { major: "1", minor: "32", gitVersion: long, platform: "linux" } });
+          },
+        };
+      },
+    };
+    const agent = await startInProcessAgentk({
+      kasUrl: kas.addresses.agent,
+      token: TOKEN,
+      pod: { name: "honest" },
+      modules: [liar],
+    });
+    try {
+      await until(() => answers.length === 2, 10_000, "both reports answered");
+      expect(answers.map((e) => e?.code)).toEqual([
+        grpc.status.INVALID_ARGUMENT,
+        grpc.status.INVALID_ARGUMENT,
+      ]);
+      const res = await fetch(`${kas.addresses.api}/api/v1/agents`, {
+        headers: { "gitlab-kas-api-request": await gitlabJwt(kas.apiSecret) },
+      });
+      const listed = JSON.stringify(await res.json());
+      expect(listed).not.toContain("liar");
+    } finally {
+      await agent.stop();
+      await kas.close();
     }
   });
 });

@@ -30,7 +30,11 @@ export interface ListAgentConfigFilesRequest {
     | Repository
     | undefined;
   /** Where its Gitaly is. */
-  gitalyInfo: GitalyInfo | undefined;
+  gitalyInfo:
+    | GitalyInfo
+    | undefined;
+  /** The branch to list (a name, or refs/heads/<name>); empty: the repository's default branch (HEAD). */
+  defaultBranch: string;
 }
 
 export interface ListAgentConfigFilesResponse {
@@ -58,7 +62,7 @@ export interface GitalyInfo_FeaturesEntry {
 }
 
 function createBaseListAgentConfigFilesRequest(): ListAgentConfigFilesRequest {
-  return { repository: undefined, gitalyInfo: undefined };
+  return { repository: undefined, gitalyInfo: undefined, defaultBranch: "" };
 }
 
 export const ListAgentConfigFilesRequest: MessageFns<ListAgentConfigFilesRequest> = {
@@ -68,6 +72,9 @@ export const ListAgentConfigFilesRequest: MessageFns<ListAgentConfigFilesRequest
     }
     if (message.gitalyInfo !== undefined) {
       GitalyInfo.encode(message.gitalyInfo, writer.uint32(18).fork()).join();
+    }
+    if (message.defaultBranch !== "") {
+      writer.uint32(26).string(message.defaultBranch);
     }
     return writer;
   },
@@ -101,6 +108,14 @@ export const ListAgentConfigFilesRequest: MessageFns<ListAgentConfigFilesRequest
             message.gitalyInfo = GitalyInfo.decode(reader, reader.uint32());
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.defaultBranch = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -121,6 +136,11 @@ export const ListAgentConfigFilesRequest: MessageFns<ListAgentConfigFilesRequest
         : isSet(object.gitaly_info)
         ? GitalyInfo.fromJSON(object.gitaly_info)
         : undefined,
+      defaultBranch: isSet(object.defaultBranch)
+        ? globalThis.String(object.defaultBranch)
+        : isSet(object.default_branch)
+        ? globalThis.String(object.default_branch)
+        : "",
     };
   },
 
@@ -131,6 +151,9 @@ export const ListAgentConfigFilesRequest: MessageFns<ListAgentConfigFilesRequest
     }
     if (message.gitalyInfo !== undefined) {
       obj.gitalyInfo = GitalyInfo.toJSON(message.gitalyInfo);
+    }
+    if (message.defaultBranch !== "") {
+      obj.defaultBranch = message.defaultBranch;
     }
     return obj;
   },
@@ -146,6 +169,7 @@ export const ListAgentConfigFilesRequest: MessageFns<ListAgentConfigFilesRequest
     message.gitalyInfo = (object.gitalyInfo !== undefined && object.gitalyInfo !== null)
       ? GitalyInfo.fromPartial(object.gitalyInfo)
       : undefined;
+    message.defaultBranch = object.defaultBranch ?? "";
     return message;
   },
 };
@@ -531,7 +555,7 @@ export const GitalyInfo_FeaturesEntry: MessageFns<GitalyInfo_FeaturesEntry> = {
 /** Served by kas to GitLab, authenticated by GitLab's JWT (`authorization: bearer`). */
 export type ConfigurationProjectService = typeof ConfigurationProjectService;
 export const ConfigurationProjectService = {
-  /** Which .gitlab/agents/<name>/config.yaml files the project's default branch holds. */
+  /** Which .gitlab/agents/<name>/config.yaml files a branch holds (default_branch, else the repository's default). */
   listAgentConfigFiles: {
     path: "/gitlab.agent.configuration_project.rpc.ConfigurationProject/ListAgentConfigFiles" as const,
     requestStream: false as const,
@@ -546,12 +570,12 @@ export const ConfigurationProjectService = {
 } as const;
 
 export interface ConfigurationProjectServer extends UntypedServiceImplementation {
-  /** Which .gitlab/agents/<name>/config.yaml files the project's default branch holds. */
+  /** Which .gitlab/agents/<name>/config.yaml files a branch holds (default_branch, else the repository's default). */
   listAgentConfigFiles: handleUnaryCall<ListAgentConfigFilesRequest, ListAgentConfigFilesResponse>;
 }
 
 export interface ConfigurationProjectClient extends Client {
-  /** Which .gitlab/agents/<name>/config.yaml files the project's default branch holds. */
+  /** Which .gitlab/agents/<name>/config.yaml files a branch holds (default_branch, else the repository's default). */
   listAgentConfigFiles(
     request: ListAgentConfigFilesRequest,
     callback: (error: ServiceError | null, response: ListAgentConfigFilesResponse) => void,

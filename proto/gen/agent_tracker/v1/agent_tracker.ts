@@ -30,6 +30,18 @@ export interface AgentMeta {
   /** The pod it runs in (empty outside Kubernetes). */
   podNamespace: string;
   podName: string;
+  /** The commit agentk was built from (empty when unknown). */
+  commitId: string;
+  /** What the cluster's `/version` says (absent until agentk could ask). */
+  kubernetesVersion: KubernetesVersion | undefined;
+}
+
+/** The cluster's version, as its API server's `/version` says it. */
+export interface KubernetesVersion {
+  major: string;
+  minor: string;
+  gitVersion: string;
+  platform: string;
 }
 
 export interface ReportAgentRequest {
@@ -40,7 +52,7 @@ export interface ReportAgentResponse {
 }
 
 function createBaseAgentMeta(): AgentMeta {
-  return { version: "", podNamespace: "", podName: "" };
+  return { version: "", podNamespace: "", podName: "", commitId: "", kubernetesVersion: undefined };
 }
 
 export const AgentMeta: MessageFns<AgentMeta> = {
@@ -53,6 +65,12 @@ export const AgentMeta: MessageFns<AgentMeta> = {
     }
     if (message.podName !== "") {
       writer.uint32(26).string(message.podName);
+    }
+    if (message.commitId !== "") {
+      writer.uint32(34).string(message.commitId);
+    }
+    if (message.kubernetesVersion !== undefined) {
+      KubernetesVersion.encode(message.kubernetesVersion, writer.uint32(42).fork()).join();
     }
     return writer;
   },
@@ -94,6 +112,22 @@ export const AgentMeta: MessageFns<AgentMeta> = {
             message.podName = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.commitId = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.kubernetesVersion = KubernetesVersion.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -119,6 +153,16 @@ export const AgentMeta: MessageFns<AgentMeta> = {
         : isSet(object.pod_name)
         ? globalThis.String(object.pod_name)
         : "",
+      commitId: isSet(object.commitId)
+        ? globalThis.String(object.commitId)
+        : isSet(object.commit_id)
+        ? globalThis.String(object.commit_id)
+        : "",
+      kubernetesVersion: isSet(object.kubernetesVersion)
+        ? KubernetesVersion.fromJSON(object.kubernetesVersion)
+        : isSet(object.kubernetes_version)
+        ? KubernetesVersion.fromJSON(object.kubernetes_version)
+        : undefined,
     };
   },
 
@@ -133,6 +177,12 @@ export const AgentMeta: MessageFns<AgentMeta> = {
     if (message.podName !== "") {
       obj.podName = message.podName;
     }
+    if (message.commitId !== "") {
+      obj.commitId = message.commitId;
+    }
+    if (message.kubernetesVersion !== undefined) {
+      obj.kubernetesVersion = KubernetesVersion.toJSON(message.kubernetesVersion);
+    }
     return obj;
   },
 
@@ -144,6 +194,131 @@ export const AgentMeta: MessageFns<AgentMeta> = {
     message.version = object.version ?? "";
     message.podNamespace = object.podNamespace ?? "";
     message.podName = object.podName ?? "";
+    message.commitId = object.commitId ?? "";
+    message.kubernetesVersion = (object.kubernetesVersion !== undefined && object.kubernetesVersion !== null)
+      ? KubernetesVersion.fromPartial(object.kubernetesVersion)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseKubernetesVersion(): KubernetesVersion {
+  return { major: "", minor: "", gitVersion: "", platform: "" };
+}
+
+export const KubernetesVersion: MessageFns<KubernetesVersion> = {
+  encode(message: KubernetesVersion, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.major !== "") {
+      writer.uint32(10).string(message.major);
+    }
+    if (message.minor !== "") {
+      writer.uint32(18).string(message.minor);
+    }
+    if (message.gitVersion !== "") {
+      writer.uint32(26).string(message.gitVersion);
+    }
+    if (message.platform !== "") {
+      writer.uint32(34).string(message.platform);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): KubernetesVersion {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseKubernetesVersion();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.major = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.minor = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.gitVersion = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.platform = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): KubernetesVersion {
+    return {
+      major: isSet(object.major) ? globalThis.String(object.major) : "",
+      minor: isSet(object.minor) ? globalThis.String(object.minor) : "",
+      gitVersion: isSet(object.gitVersion)
+        ? globalThis.String(object.gitVersion)
+        : isSet(object.git_version)
+        ? globalThis.String(object.git_version)
+        : "",
+      platform: isSet(object.platform) ? globalThis.String(object.platform) : "",
+    };
+  },
+
+  toJSON(message: KubernetesVersion): unknown {
+    const obj: any = {};
+    if (message.major !== "") {
+      obj.major = message.major;
+    }
+    if (message.minor !== "") {
+      obj.minor = message.minor;
+    }
+    if (message.gitVersion !== "") {
+      obj.gitVersion = message.gitVersion;
+    }
+    if (message.platform !== "") {
+      obj.platform = message.platform;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<KubernetesVersion>): KubernetesVersion {
+    return KubernetesVersion.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<KubernetesVersion>): KubernetesVersion {
+    const message = createBaseKubernetesVersion();
+    message.major = object.major ?? "";
+    message.minor = object.minor ?? "";
+    message.gitVersion = object.gitVersion ?? "";
+    message.platform = object.platform ?? "";
     return message;
   },
 };

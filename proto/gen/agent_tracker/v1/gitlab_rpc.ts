@@ -24,6 +24,15 @@ export const protobufPackage = "gitlab.agent.agent_tracker.rpc";
 
 export const protobufFileName = "agent_tracker/v1/gitlab_rpc.proto";
 
+export interface GetConnectedAgentsRequest {
+  projectId?: string | undefined;
+  agentId?: string | undefined;
+}
+
+export interface GetConnectedAgentsResponse {
+  agents: ConnectedAgentInfo[];
+}
+
 export interface GetConnectedAgentsByProjectIDsRequest {
   projectIds: string[];
 }
@@ -69,7 +78,180 @@ export interface AgentMeta {
   commitId: string;
   podNamespace: string;
   podName: string;
+  kubernetesVersion: KubernetesVersion | undefined;
 }
+
+/** GitLab's entity.KubernetesVersion: the agent's cluster, as its `/version` says. */
+export interface KubernetesVersion {
+  major: string;
+  minor: string;
+  gitVersion: string;
+  platform: string;
+}
+
+function createBaseGetConnectedAgentsRequest(): GetConnectedAgentsRequest {
+  return { projectId: undefined, agentId: undefined };
+}
+
+export const GetConnectedAgentsRequest: MessageFns<GetConnectedAgentsRequest> = {
+  encode(message: GetConnectedAgentsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.projectId !== undefined) {
+      writer.uint32(8).int64(message.projectId);
+    }
+    if (message.agentId !== undefined) {
+      writer.uint32(16).int64(message.agentId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetConnectedAgentsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetConnectedAgentsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.projectId = reader.int64().toString();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.agentId = reader.int64().toString();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetConnectedAgentsRequest {
+    return {
+      projectId: isSet(object.projectId)
+        ? globalThis.String(object.projectId)
+        : isSet(object.project_id)
+        ? globalThis.String(object.project_id)
+        : undefined,
+      agentId: isSet(object.agentId)
+        ? globalThis.String(object.agentId)
+        : isSet(object.agent_id)
+        ? globalThis.String(object.agent_id)
+        : undefined,
+    };
+  },
+
+  toJSON(message: GetConnectedAgentsRequest): unknown {
+    const obj: any = {};
+    if (message.projectId !== undefined) {
+      obj.projectId = message.projectId;
+    }
+    if (message.agentId !== undefined) {
+      obj.agentId = message.agentId;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<GetConnectedAgentsRequest>): GetConnectedAgentsRequest {
+    return GetConnectedAgentsRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<GetConnectedAgentsRequest>): GetConnectedAgentsRequest {
+    const message = createBaseGetConnectedAgentsRequest();
+    message.projectId = object.projectId ?? undefined;
+    message.agentId = object.agentId ?? undefined;
+    return message;
+  },
+};
+
+function createBaseGetConnectedAgentsResponse(): GetConnectedAgentsResponse {
+  return { agents: [] };
+}
+
+export const GetConnectedAgentsResponse: MessageFns<GetConnectedAgentsResponse> = {
+  encode(message: GetConnectedAgentsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.agents) {
+      ConnectedAgentInfo.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetConnectedAgentsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetConnectedAgentsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.agents.push(ConnectedAgentInfo.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetConnectedAgentsResponse {
+    return {
+      agents: globalThis.Array.isArray(object?.agents)
+        ? object.agents.map((e: any) => ConnectedAgentInfo.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: GetConnectedAgentsResponse): unknown {
+    const obj: any = {};
+    if (message.agents?.length) {
+      obj.agents = message.agents.map((e) => ConnectedAgentInfo.toJSON(e));
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<GetConnectedAgentsResponse>): GetConnectedAgentsResponse {
+    return GetConnectedAgentsResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<GetConnectedAgentsResponse>): GetConnectedAgentsResponse {
+    const message = createBaseGetConnectedAgentsResponse();
+    message.agents = object.agents?.map((e) => ConnectedAgentInfo.fromPartial(e)) || [];
+    return message;
+  },
+};
 
 function createBaseGetConnectedAgentsByProjectIDsRequest(): GetConnectedAgentsByProjectIDsRequest {
   return { projectIds: [] };
@@ -543,7 +725,7 @@ export const ConnectedAgentInfo: MessageFns<ConnectedAgentInfo> = {
 };
 
 function createBaseAgentMeta(): AgentMeta {
-  return { version: "", commitId: "", podNamespace: "", podName: "" };
+  return { version: "", commitId: "", podNamespace: "", podName: "", kubernetesVersion: undefined };
 }
 
 export const AgentMeta: MessageFns<AgentMeta> = {
@@ -559,6 +741,9 @@ export const AgentMeta: MessageFns<AgentMeta> = {
     }
     if (message.podName !== "") {
       writer.uint32(34).string(message.podName);
+    }
+    if (message.kubernetesVersion !== undefined) {
+      KubernetesVersion.encode(message.kubernetesVersion, writer.uint32(42).fork()).join();
     }
     return writer;
   },
@@ -608,6 +793,14 @@ export const AgentMeta: MessageFns<AgentMeta> = {
             message.podName = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.kubernetesVersion = KubernetesVersion.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -638,6 +831,11 @@ export const AgentMeta: MessageFns<AgentMeta> = {
         : isSet(object.pod_name)
         ? globalThis.String(object.pod_name)
         : "",
+      kubernetesVersion: isSet(object.kubernetesVersion)
+        ? KubernetesVersion.fromJSON(object.kubernetesVersion)
+        : isSet(object.kubernetes_version)
+        ? KubernetesVersion.fromJSON(object.kubernetes_version)
+        : undefined,
     };
   },
 
@@ -655,6 +853,9 @@ export const AgentMeta: MessageFns<AgentMeta> = {
     if (message.podName !== "") {
       obj.podName = message.podName;
     }
+    if (message.kubernetesVersion !== undefined) {
+      obj.kubernetesVersion = KubernetesVersion.toJSON(message.kubernetesVersion);
+    }
     return obj;
   },
 
@@ -667,6 +868,130 @@ export const AgentMeta: MessageFns<AgentMeta> = {
     message.commitId = object.commitId ?? "";
     message.podNamespace = object.podNamespace ?? "";
     message.podName = object.podName ?? "";
+    message.kubernetesVersion = (object.kubernetesVersion !== undefined && object.kubernetesVersion !== null)
+      ? KubernetesVersion.fromPartial(object.kubernetesVersion)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseKubernetesVersion(): KubernetesVersion {
+  return { major: "", minor: "", gitVersion: "", platform: "" };
+}
+
+export const KubernetesVersion: MessageFns<KubernetesVersion> = {
+  encode(message: KubernetesVersion, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.major !== "") {
+      writer.uint32(10).string(message.major);
+    }
+    if (message.minor !== "") {
+      writer.uint32(18).string(message.minor);
+    }
+    if (message.gitVersion !== "") {
+      writer.uint32(26).string(message.gitVersion);
+    }
+    if (message.platform !== "") {
+      writer.uint32(34).string(message.platform);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): KubernetesVersion {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseKubernetesVersion();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.major = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.minor = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.gitVersion = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.platform = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): KubernetesVersion {
+    return {
+      major: isSet(object.major) ? globalThis.String(object.major) : "",
+      minor: isSet(object.minor) ? globalThis.String(object.minor) : "",
+      gitVersion: isSet(object.gitVersion)
+        ? globalThis.String(object.gitVersion)
+        : isSet(object.git_version)
+        ? globalThis.String(object.git_version)
+        : "",
+      platform: isSet(object.platform) ? globalThis.String(object.platform) : "",
+    };
+  },
+
+  toJSON(message: KubernetesVersion): unknown {
+    const obj: any = {};
+    if (message.major !== "") {
+      obj.major = message.major;
+    }
+    if (message.minor !== "") {
+      obj.minor = message.minor;
+    }
+    if (message.gitVersion !== "") {
+      obj.gitVersion = message.gitVersion;
+    }
+    if (message.platform !== "") {
+      obj.platform = message.platform;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<KubernetesVersion>): KubernetesVersion {
+    return KubernetesVersion.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<KubernetesVersion>): KubernetesVersion {
+    const message = createBaseKubernetesVersion();
+    message.major = object.major ?? "";
+    message.minor = object.minor ?? "";
+    message.gitVersion = object.gitVersion ?? "";
+    message.platform = object.platform ?? "";
     return message;
   },
 };
@@ -674,6 +999,18 @@ export const AgentMeta: MessageFns<AgentMeta> = {
 /** Served by kas to GitLab, authenticated by GitLab's JWT (`authorization: bearer`). */
 export type AgentTrackerService = typeof AgentTrackerService;
 export const AgentTrackerService = {
+  /** One project's or one agent's connected agents: what GitLab calls before 16.x's By... methods. */
+  getConnectedAgents: {
+    path: "/gitlab.agent.agent_tracker.rpc.AgentTracker/GetConnectedAgents" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetConnectedAgentsRequest): Buffer =>
+      Buffer.from(GetConnectedAgentsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetConnectedAgentsRequest => GetConnectedAgentsRequest.decode(value),
+    responseSerialize: (value: GetConnectedAgentsResponse): Buffer =>
+      Buffer.from(GetConnectedAgentsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetConnectedAgentsResponse => GetConnectedAgentsResponse.decode(value),
+  },
   /** The connected agents of these configuration projects. */
   getConnectedAgentsByProjectIDs: {
     path: "/gitlab.agent.agent_tracker.rpc.AgentTracker/GetConnectedAgentsByProjectIDs" as const,
@@ -705,6 +1042,8 @@ export const AgentTrackerService = {
 } as const;
 
 export interface AgentTrackerServer extends UntypedServiceImplementation {
+  /** One project's or one agent's connected agents: what GitLab calls before 16.x's By... methods. */
+  getConnectedAgents: handleUnaryCall<GetConnectedAgentsRequest, GetConnectedAgentsResponse>;
   /** The connected agents of these configuration projects. */
   getConnectedAgentsByProjectIDs: handleUnaryCall<
     GetConnectedAgentsByProjectIDsRequest,
@@ -718,6 +1057,22 @@ export interface AgentTrackerServer extends UntypedServiceImplementation {
 }
 
 export interface AgentTrackerClient extends Client {
+  /** One project's or one agent's connected agents: what GitLab calls before 16.x's By... methods. */
+  getConnectedAgents(
+    request: GetConnectedAgentsRequest,
+    callback: (error: ServiceError | null, response: GetConnectedAgentsResponse) => void,
+  ): ClientUnaryCall;
+  getConnectedAgents(
+    request: GetConnectedAgentsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetConnectedAgentsResponse) => void,
+  ): ClientUnaryCall;
+  getConnectedAgents(
+    request: GetConnectedAgentsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetConnectedAgentsResponse) => void,
+  ): ClientUnaryCall;
   /** The connected agents of these configuration projects. */
   getConnectedAgentsByProjectIDs(
     request: GetConnectedAgentsByProjectIDsRequest,

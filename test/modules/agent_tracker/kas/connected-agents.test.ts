@@ -18,7 +18,23 @@ const tunnel = (agentId: string, projectId: string, connectedAt: string, connect
   record: { connectionId } as ConnectionRecord,
 });
 const recordOf = (t: ReturnType<typeof tunnel>) => t.record;
-const podArb = fc.record({ namespace: fc.string(), name: fc.string(), version: fc.string() });
+const kubernetesVersionArb = fc.record({
+  major: fc.string(),
+  minor: fc.string(),
+  gitVersion: fc.string(),
+  platform: fc.string(),
+});
+// Pods of older agentk (and older kas replicas' summaries) have no commit id nor cluster version.
+const podArb = fc.record(
+  {
+    namespace: fc.string(),
+    name: fc.string(),
+    version: fc.string(),
+    commitId: fc.string(),
+    kubernetesVersion: kubernetesVersionArb,
+  },
+  { requiredKeys: ["namespace", "name", "version"] },
+);
 const isoArb = fc
   .integer({ min: Date.UTC(2020, 0, 1), max: Date.UTC(2030, 0, 1) })
   .map((ms) => new Date(ms).toISOString());
@@ -180,6 +196,23 @@ describe("summaries of one replica's tunnels", () => {
       { ...good, pods: "agentk-0" },
       { ...good, pods: [{ namespace: "ns", name: "p" }] },
       { ...good, pods: [{ namespace: "ns", name: "p".repeat(254), version: "1" }] },
+      { ...good, pods: [{ namespace: "ns", name: "p", version: "1", commitId: "c".repeat(254) }] },
+      { ...good, pods: [{ namespace: "ns", name: "p", version: "1", commitId: 5 }] },
+      {
+        ...good,
+        pods: [{ namespace: "ns", name: "p", version: "1", kubernetesVersion: { major: "1", minor: "32" } }],
+      },
+      {
+        ...good,
+        pods: [
+          {
+            namespace: "ns",
+            name: "p",
+            version: "1",
+            kubernetesVersion: { major: "1", minor: "32", gitVersion: "v".repeat(254), platform: "linux" },
+          },
+        ],
+      },
       { ...good, connections: [] },
       { ...good, connections: "1" },
       { ...good, connections: [{ connectionId: "0", connectedAt: good.connectedSince }] },
