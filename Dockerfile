@@ -33,6 +33,10 @@ RUN npm install --omit=dev --no-audit --no-fund --loglevel=error && npm cache cl
 
 FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production
+# The commit kas names in its User-Agent toward GitLab (gitlab-kas/<version>/<commit>, GitLab's
+# kas's form): docker build --build-arg GIT_COMMIT=$(git rev-parse --short HEAD) ...
+ARG GIT_COMMIT=unknown
+ENV GITLAB_AGENT_COMMIT=${GIT_COMMIT}
 WORKDIR /app
 COPY package.json ./
 COPY --from=deps /app/node_modules node_modules

@@ -12,8 +12,9 @@ const BUILD: BuildInfo = findBuild(import.meta.dirname);
 export const VERSION: string = BUILD.version;
 
 /**
- * The commit this build was made from: package.json's `gitCommit` (stamped by the image build),
- * else the environment's `GITLAB_AGENT_COMMIT`, else "unknown" (a checkout run from source).
+ * The commit this build was made from: package.json's `gitCommit` (a build may stamp it), else
+ * the environment's `GITLAB_AGENT_COMMIT` (the image sets it from its GIT_COMMIT build argument),
+ * else "unknown" (a checkout run from source).
  */
 export const COMMIT: string = BUILD.commit;
 
