@@ -157,6 +157,15 @@ describe("kas posts agent configurations to GitLab", () => {
     await until(() => posted().length === 4, 10_000, "the post at the next poll");
     expect(posted()[3]!.agentConfig).toMatchObject({ ci_access: { projects: [{ id: "group/fourth" }] } });
   });
+
+  test("a refused file posts nothing (the agent keeps its configuration, GitLab its copy)", async () => {
+    const before = gitlab.configurationPosts.length;
+    expect(before).toBeGreaterThan(0); // the good commits were posted
+    await repo.commit({ [PROD]: "ci_access:\n  projects: 7\n" });
+    await pushAndPoll();
+    expect(gitlab.configurationPosts.length).toBe(before);
+    expect(levelOf()).toBe("error");
+  });
 });
 
 describe("without gitlab.address (static tokens only)", () => {
