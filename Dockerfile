@@ -32,9 +32,11 @@ COPY package.json package-lock.json ./
 RUN npm install --omit=dev --no-audit --no-fund --loglevel=error && npm cache clean --force
 
 FROM ${NODE_IMAGE} AS runtime
-# The commit built (`--build-arg COMMIT_ID=$(git rev-parse HEAD)`): agentk reports it to GitLab.
-ARG COMMIT_ID=""
-ENV NODE_ENV=production GITLAB_AGENT_TS_COMMIT_ID=${COMMIT_ID}
+ENV NODE_ENV=production
+# The commit built: kas's User-Agent toward GitLab (gitlab-kas/<version>/<commit>) and agentk's
+# commit_id reported to GitLab: docker build --build-arg GIT_COMMIT=$(git rev-parse --short HEAD) ...
+ARG GIT_COMMIT=unknown
+ENV GITLAB_AGENT_COMMIT=${GIT_COMMIT}
 WORKDIR /app
 COPY package.json ./
 COPY --from=deps /app/node_modules node_modules

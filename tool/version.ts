@@ -3,30 +3,23 @@ import { readFileSync, realpathSync } from "node:fs";
 import { dirname, join } from "node:path";
 
 /** This project's version, from its package.json (found upwards from here: the sources or dist/). */
-export const VERSION: string = findVersion(import.meta.dirname);
+export const VERSION: string = packageJson()?.version ?? "unknown";
 
-function findVersion(from: string): string {
-  for (let dir = from; ; dir = dirname(dir)) {
-    try {
-      const pkg = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as {
-        name?: string;
-        version?: string;
-      };
-      if (pkg.name === "gitlab-agent-ts" && typeof pkg.version === "string") return pkg.version;
-    } catch {
-      // no package.json here: keep looking
-    }
-    if (dirname(dir) === dir) return "unknown";
-  }
+/**
+ * kas's User-Agent toward GitLab, in GitLab's kas form `gitlab-kas/<version>/<commit>`
+ * (`kasServerName()` in the reference), so GitLab's logs tell kas's requests apart.
+ */
+export function kasUserAgent(): string {
+  return `gitlab-kas/${VERSION}/${commitId() || "unknown"}`;
 }
 
 /**
- * The commit this build came from (GitLab's `commit_id`), or "" when unknown: the image bakes it in
- * (`--build-arg COMMIT_ID=...` sets GITLAB_AGENT_TS_COMMIT_ID); run from a checkout of this
- * project, its HEAD. Read once, when first asked (running git is not free).
+ * The commit this build came from (GitLab's `commit_id`, and kas's User-Agent), or "" when unknown:
+ * the image bakes it in (`--build-arg GIT_COMMIT=...` sets GITLAB_AGENT_COMMIT); run from a
+ * checkout of this project, its HEAD. Read once, when first asked (running git is not free).
  */
 export function commitId(): string {
-  commit ??= findCommitId(process.env.GITLAB_AGENT_TS_COMMIT_ID);
+  commit ??= findCommitId(process.env.GITLAB_AGENT_COMMIT || undefined);
   return commit;
 }
 let commit: string | undefined;
@@ -55,10 +48,19 @@ function findCommitId(baked: string | undefined): string {
 
 /** The folder of this project's package.json, found upwards from `from`. */
 function packageRoot(from: string): string | undefined {
+  return packageJson(from)?.dir;
+}
+
+/** This project's package.json (its folder and version), found upwards from `from`. */
+function packageJson(from = import.meta.dirname): { dir: string; version?: string } | undefined {
   for (let dir = from; ; dir = dirname(dir)) {
     try {
-      const pkg = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { name?: string };
-      if (pkg.name === "gitlab-agent-ts") return dir;
+      const pkg = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as {
+        name?: string;
+        version?: string;
+      };
+      if (pkg.name === "gitlab-agent-ts")
+        return { dir, ...(typeof pkg.version === "string" && { version: pkg.version }) };
     } catch {
       // no package.json here: keep looking
     }

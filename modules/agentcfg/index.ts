@@ -21,6 +21,7 @@ export {
   type ParseOptions,
   parseAgentConfiguration,
 } from "./parse.ts";
+export { configurationFileProtoJson, protoDuration } from "./proto-json.ts";
 export { deserializeAgentConfiguration, serializeAgentConfiguration } from "./wire.ts";
 
 /** What an empty config.yaml means: every feature off, logging at its defaults. */

@@ -100,6 +100,8 @@ export interface RecordedRequest {
   jobToken?: string;
   /** A JSON request body, if any. */
   body?: unknown;
+  /** The User-Agent header. */
+  userAgent?: string;
   /** Whether the Gitlab-Kas-Api-Request JWT verified; the reason otherwise. */
   jwt: { ok: true; claims: Record<string, unknown> } | { ok: false; reason: string };
   status: number;
@@ -109,6 +111,13 @@ export const AGENT_INFO_PATH = "/api/v4/internal/kubernetes/agent_info";
 export const PROJECT_INFO_PATH = "/api/v4/internal/kubernetes/project_info";
 export const ALLOWED_AGENTS_PATH = "/api/v4/job/allowed_agents";
 export const AUTHORIZE_PROXY_USER_PATH = "/api/v4/internal/kubernetes/authorize_proxy_user";
+export const AGENT_CONFIGURATION_PATH = "/api/v4/internal/kubernetes/agent_configuration";
+
+/** An agent_configuration POST GitLab took (204): the agent and its config.yaml as kas sent it. */
+export interface PostedConfiguration {
+  agentId: number;
+  agentConfig: Record<string, unknown>;
+}
 
 export class GitLabApiServer {
   readonly #server: Server;
@@ -119,6 +128,9 @@ export class GitLabApiServer {
   readonly #users = new Map<string, TestProxyUser>();
   readonly #refusals = new Map<string, 403 | 404>();
   readonly #faults: Fault[] = [];
+  readonly #postFaults: number[] = [];
+  /** Every agent_configuration POST GitLab took, in order. */
+  readonly postedConfigurations: PostedConfiguration[] = [];
   readonly #hanging = new Set<ServerResponse>();
   readonly requests: RecordedRequest[] = [];
   readonly #prefix: string;
@@ -192,6 +204,16 @@ export class GitLabApiServer {
     this.#faults.push(...faults);
   }
 
+  /** The next `statuses.length` agent_configuration POSTs are answered with these statuses, in order. */
+  failNextConfigurationPosts(...statuses: number[]): void {
+    this.#postFaults.push(...statuses);
+  }
+
+  /** agent_configuration POSTs received so far (taken or not). */
+  get configurationPosts(): RecordedRequest[] {
+    return this.requests.filter((r) => r.path === AGENT_CONFIGURATION_PATH);
+  }
+
   /** Forgets the faults not used yet. */
   clearFaults(): void {
     this.#faults.length = 0;
@@ -223,10 +245,12 @@ export class GitLabApiServer {
     const agentToken = typeof auth === "string" ? /^Bearer (.+)$/i.exec(auth)?.[1] : undefined;
     const jwt = await this.#verifyJwt(req.headers["gitlab-kas-api-request"]);
     const jobToken = req.headers["job-token"];
+    const userAgent = req.headers["user-agent"];
     const record: RecordedRequest = {
       method: req.method ?? "",
       path,
       agentToken,
+      ...(userAgent !== undefined && { userAgent }),
       ...(typeof jobToken === "string" && { jobToken }),
       jwt,
       status: 0,
@@ -239,20 +263,28 @@ export class GitLabApiServer {
       res.writeHead(status, { "content-type": "application/json" }).end(text);
     };
 
-    const known = [AGENT_INFO_PATH, PROJECT_INFO_PATH, ALLOWED_AGENTS_PATH, AUTHORIZE_PROXY_USER_PATH];
+    const known = [
+      AGENT_INFO_PATH,
+      PROJECT_INFO_PATH,
+      ALLOWED_AGENTS_PATH,
+      AUTHORIZE_PROXY_USER_PATH,
+      AGENT_CONFIGURATION_PATH,
+    ];
     if (!known.includes(path)) return reply(404, { message: "404 Not Found" });
-    const method = path === AUTHORIZE_PROXY_USER_PATH ? "POST" : "GET";
+    const method = path === AUTHORIZE_PROXY_USER_PATH || path === AGENT_CONFIGURATION_PATH ? "POST" : "GET";
     if (req.method !== method) return reply(405, { message: "405 Method Not Allowed" });
     // Rails checks kas's JWT before anything else on its internal API (allowed_agents is public).
     if (!jwt.ok && path !== ALLOWED_AGENTS_PATH)
       return reply(401, { message: "KAS JWT authentication invalid" });
-    if (path === AUTHORIZE_PROXY_USER_PATH) {
+    if (path === AUTHORIZE_PROXY_USER_PATH || path === AGENT_CONFIGURATION_PATH) {
       try {
         record.body = JSON.parse(await readBody(req));
       } catch {
         return reply(400, { error: "body is not JSON" });
       }
     }
+    // Its own faults: agent_info's (failNext) must not be taken by a post running beside it.
+    if (path === AGENT_CONFIGURATION_PATH) return this.#agentConfiguration(record, reply);
     const fault = this.#faults.shift();
     if (fault === "hang") {
       this.#hanging.add(res);
@@ -288,6 +320,33 @@ export class GitLabApiServer {
     const body = agentInfoBody(agent);
     if (fault === "wrong-shape") delete (body as Partial<typeof body>).agent_id;
     return reply(200, body);
+  }
+
+  /**
+   * As Rails: Grape's validation (`requires :agent_id, type: Integer; requires :agent_config,
+   * type: JSON`: 400), `Clusters::Agent.find` (404), then 204 without a body.
+   */
+  #agentConfiguration(
+    record: RecordedRequest,
+    reply: (status: number, body: unknown, raw?: boolean) => void,
+  ) {
+    const b = record.body;
+    const fault = this.#postFaults.shift();
+    if (fault !== undefined) return reply(fault, { message: `${fault} fault` });
+    if (typeof b !== "object" || b === null || Array.isArray(b))
+      return reply(400, { error: "agent_id is missing, agent_config is missing" });
+    const { agent_id: id, agent_config: config } = b as Record<string, unknown>;
+    // Grape coerces "42" and 42 alike; anything else is refused.
+    const agentId =
+      typeof id === "number" ? id : typeof id === "string" && /^\d+$/.test(id) ? Number(id) : NaN;
+    if (!Number.isSafeInteger(agentId))
+      return reply(400, { error: "agent_id is missing, agent_id is invalid" });
+    if (typeof config !== "object" || config === null || Array.isArray(config))
+      return reply(400, { error: "agent_config is missing, agent_config is invalid" });
+    if (![...this.#agents.values()].some((a) => a.agentId === agentId))
+      return reply(404, { message: "404 Agent Not Found" });
+    this.postedConfigurations.push({ agentId, agentConfig: config as Record<string, unknown> });
+    return reply(204, "", true);
   }
 
   /** Grape's validation, then the user's session or token, then their access to the agent. */

@@ -6,6 +6,7 @@ import { readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Agent, type Dispatcher, request } from "undici";
 import { Backoff, type BackoffOptions } from "../../lib/tunnel/index.ts";
+import { kasUserAgent } from "../version.ts";
 import { GitLabError } from "./errors.ts";
 import { KAS_API_REQUEST_HEADER, signKasApiJwt } from "./kas-jwt.ts";
 
@@ -35,6 +36,7 @@ export interface GitLabClientOptions {
   /** Default: an undici Agent of its own (closed by {@link GitLabClient.close}). */
   dispatcher?: Dispatcher;
   log?: GitLabLog;
+  /** Default `gitlab-kas/<version>/<commit>`, GitLab's kas's form. */
   userAgent?: string;
 }
 
@@ -61,7 +63,10 @@ export interface GitLabRequest<T> {
   /** A body, sent as JSON. */
   json?: unknown;
   refusals: GitLabRefusals;
-  /** Reads a 200's JSON body; throws an `unavailable` GitLabError (see Reader) for one of the wrong shape. */
+  /**
+   * Reads a 200's JSON body (a 204's: `undefined`); throws an `unavailable` GitLabError (see
+   * Reader) for one of the wrong shape.
+   */
   parse: (json: unknown) => T;
 }
 
@@ -97,7 +102,7 @@ export class GitLabClient {
     this.#backoff = { initialMs: 100, maxMs: 1000, factor: 2, ...options.backoff };
     this.#maxBodyBytes = options.maxBodyBytes ?? 1 << 20;
     this.#log = options.log;
-    this.#userAgent = options.userAgent ?? "gitlab-kas-ts";
+    this.#userAgent = options.userAgent ?? kasUserAgent();
     this.#ownsDispatcher = options.dispatcher === undefined;
     this.#dispatcher =
       options.dispatcher ??
@@ -219,6 +224,9 @@ export class GitLabClient {
         }
         return req.parse(json);
       }
+      case 204:
+        // No content (e.g. agent_configuration): the endpoint's parser says whether that is an answer.
+        return req.parse(undefined);
       case 401:
         if (/KAS JWT/i.test(gitlabMessage)) {
           // GitLab refused kas itself, not whom kas asked about: every answer would be a refusal. Say so loudly.

@@ -1,4 +1,9 @@
 export {
+  AGENT_CONFIGURATION_PATH,
+  parseAgentConfigurationResponse,
+  postAgentConfiguration,
+} from "./agent-configuration.ts";
+export {
   AGENT_INFO_PATH,
   type AgentInfoResponse,
   type GitalyInfo,

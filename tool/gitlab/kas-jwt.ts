@@ -7,9 +7,12 @@ export const KAS_JWT_ISSUER = "gitlab-kas";
 export const KAS_JWT_AUDIENCE = "gitlab";
 
 export interface KasJwtOptions {
-  /** Lifetime in seconds. Default 60: a fresh token per request, so it only needs to outlive the request. */
+  /**
+   * Lifetime in seconds from `iat`. Default 30, as GitLab's kas signs it (`jwtValidFor`): a fresh
+   * token per request, so it only needs to outlive the request.
+   */
   ttlSeconds?: number;
-  /** Seconds of clock skew tolerated by backdating `nbf` and `iat`. Default 5. */
+  /** Seconds of clock skew tolerated by backdating `nbf` (GitLab's kas: `jwtNotBefore`, 5). Default 5. */
   skewSeconds?: number;
   /** Current time in ms. Default `Date.now`. */
   now?: () => number;
@@ -19,13 +22,14 @@ export interface KasJwtOptions {
 export function signKasApiJwt(secret: Uint8Array, options: KasJwtOptions = {}): Promise<string> {
   const nowSeconds = Math.floor((options.now ?? Date.now)() / 1000);
   const skew = options.skewSeconds ?? 5;
+  // As GitLab's kas: iat now, nbf backdated by the skew, exp 30 s after iat.
   return new SignJWT({})
     .setProtectedHeader({ alg: "HS256", typ: "JWT" })
     .setIssuer(KAS_JWT_ISSUER)
     .setAudience(KAS_JWT_AUDIENCE)
-    .setIssuedAt(nowSeconds - skew)
+    .setIssuedAt(nowSeconds)
     .setNotBefore(nowSeconds - skew)
-    .setExpirationTime(nowSeconds + (options.ttlSeconds ?? 60))
+    .setExpirationTime(nowSeconds + (options.ttlSeconds ?? 30))
     .setJti(randomUUID())
     .sign(secret);
 }

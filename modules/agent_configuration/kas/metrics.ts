@@ -7,6 +7,7 @@ export interface ConfigurationMetrics {
   watches: Gauge;
   streams: Gauge;
   pushes: Counter<"result">;
+  posts: Counter<"result">;
 }
 
 export function createConfigurationMetrics(registry: Registry): ConfigurationMetrics {
@@ -41,6 +42,12 @@ export function createConfigurationMetrics(registry: Registry): ConfigurationMet
     pushes: new Counter({
       name: "kas_git_push_notifications_total",
       help: "Git push notifications received on GitLab's API, by result (polled: projects polled here; unknown: none here).",
+      labelNames: ["result"],
+      registers: [registry],
+    }),
+    posts: new Counter({
+      name: "kas_agent_configuration_posts_total",
+      help: "Agent configurations posted to GitLab (agent_configuration), by result (posted; elsewhere: another replica posts that commit; not_found: GitLab no longer knows the agent; failed: retried at the next poll).",
       labelNames: ["result"],
       registers: [registry],
     }),

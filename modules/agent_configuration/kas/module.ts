@@ -1,11 +1,14 @@
 // Agent configuration's kas half: reads each connected agent's .gitlab/agents/<name>/config.yaml
 // from its project (Gitaly, or local git), validates it, and streams it to the agent; shows it on
-// GitLab's API; polls at once on a git push notification from any replica.
+// GitLab's API; polls at once on a git push notification from any replica; posts each new
+// configuration to GitLab (with gitlab.address), once per agent and commit across replicas.
+import { postAgentConfiguration } from "../../../tool/gitlab/index.ts";
 import { type KasModuleFactory, Phase, pollOnGitPush } from "../../runtime/index.ts";
 import type { AgentConfigurationKasConfig } from "./config.ts";
 import { addConfigurationProjectService } from "./config-files-rpc.ts";
 import { createConfigurationMetrics } from "./metrics.ts";
 import { addNotificationsService } from "./notifications-rpc.ts";
+import { ConfigurationPoster, LOCAL_CLAIMS, RedisPostClaims } from "./post-configuration.ts";
 import { configurationRoute, gitPushRoute } from "./routes.ts";
 import { addAgentConfigurationService } from "./rpc.ts";
 import { LocalStatusStore, RedisStatusStore, type StatusStore } from "./status-store.ts";
@@ -26,16 +29,31 @@ export function agentConfigurationModule(config: AgentConfigurationKasConfig): K
       api,
       gitlabRpc,
       configurations,
+      gitlab,
     }) {
       const metrics = createConfigurationMetrics(registry);
       let store: StatusStore | undefined;
+      // Static tokens without GitLab: nobody to tell.
+      const poster =
+        gitlab &&
+        new ConfigurationPoster({
+          post: (agentId, agentConfig, signal) =>
+            postAgentConfiguration(gitlab, agentId, agentConfig, signal),
+          // An hour: far longer than the replicas polling for one agent take to read its new commit.
+          claims: redis ? new RedisPostClaims(redis, 3600) : LOCAL_CLAIMS,
+          posts: metrics.posts,
+          log,
+        });
       const watches = new ConfigurationWatches({
         repositories,
         pollPeriodMs: config.pollPeriodMs,
         maxFileBytes: config.maxConfigurationFileSize,
         metrics,
         log,
-        onState: (state) => store?.put(state),
+        onState: (state) => {
+          store?.put(state);
+          poster?.offer(state);
+        },
       });
       const local = new LocalStatusStore((agentId) => watches.stateOf(agentId));
       // Outlives a few polls, so a replica that stops polling for an agent is soon forgotten.
@@ -71,6 +89,7 @@ export function agentConfigurationModule(config: AgentConfigurationKasConfig): K
         },
         async close() {
           stopHealth();
+          poster?.close();
           watches.close();
         },
       };

@@ -1,13 +1,18 @@
 // agentk reads its cluster's /version again while it runs (clusters are upgraded under a running
 // agent) and reports a change at once: GitLab then shows the new version without a reconnect.
-import type { IncomingMessage, ServerResponse } from "node:http";
+import { once } from "node:events";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
 import * as grpc from "@grpc/grpc-js";
+import { KubeConfig } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { readKubernetesVersion } from "../../../modules/agent_tracker/agentk/kubernetes-version.ts";
 import { AGENT_ID, gitlabJwt, TOKEN } from "../../kas/support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "../../kas/support/in-process.ts";
 import { type InProcessAgentk, startInProcessAgentk } from "../../support/agentk-in-process.ts";
 import { bearer, grpcTarget, unary } from "../../support/gitlab-grpc.ts";
 import { gitlabReferenceClients } from "../../support/gitlab-reference-grpc.ts";
+import { kubeconfigYaml } from "../../support/kubeconfig.ts";
 import { until } from "../../support/until.ts";
 
 type Agents = { agents: Array<{ agent_meta: { kubernetes_version: { git_version: string } | null } }> };
@@ -64,4 +69,25 @@ describe("agentk follows its cluster's version", () => {
     expect(agent.agent.client.active).toBe(tunnel);
     expect(versionCalls.length).toBeGreaterThanOrEqual(2);
   });
+});
+
+test("an API server that never answers /version: the read fails at its deadline, not never", async () => {
+  const silent = createServer(() => {}); // accepts, reads the request, never answers
+  silent.listen(0, "127.0.0.1");
+  await once(silent, "listening");
+  try {
+    const kc = new KubeConfig();
+    kc.loadFromString(
+      kubeconfigYaml({
+        server: `http://127.0.0.1:${(silent.address() as AddressInfo).port}`,
+        insecureSkipTlsVerify: true,
+      }),
+    );
+    const started = Date.now();
+    await expect(readKubernetesVersion(kc, 300)).rejects.toThrow(/did not answer within 300 ms/);
+    expect(Date.now() - started).toBeLessThan(5000);
+  } finally {
+    silent.closeAllConnections();
+    silent.close();
+  }
 });
