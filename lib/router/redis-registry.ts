@@ -45,6 +45,11 @@ export interface RedisRegistryEvents {
   republished: [agents: number];
   /** The command connection is up (again); a republish follows. */
   up: [];
+  /**
+   * Announcements are heard (again): what was announced while they were not (another replica
+   * republishing after Redis came back) was missed, so waiters should look again.
+   */
+  listening: [];
   /** The command connection was lost; lookups fail fast until it is back. */
   down: [];
   /** A Redis failure; the registry carries on and repairs itself when Redis is back. */
@@ -112,7 +117,10 @@ export class RedisRegistry extends EventEmitter<RedisRegistryEvents> {
     this.#subscriber.on("error", (err) => this.emit("error", err));
     this.#subscriber.on("message", (channel, message) => this.#onMessage(channel, message));
     this.#subscriber.on("ready", () => {
-      this.#subscriber.subscribe(this.#channel).catch((err: Error) => this.emit("error", err));
+      this.#subscriber.subscribe(this.#channel).then(
+        () => this.emit("listening"),
+        (err: Error) => this.emit("error", err),
+      );
     });
   }
 

@@ -145,6 +145,9 @@ export class Router {
     cluster.on("announce", (agentId, candidate) =>
       this.#waiters.notify(agentId, { local: false, candidate }),
     );
+    // Back from an outage: a replica that republished before this one listened again was not
+    // heard, so every caller waiting looks again instead of waiting out its deadline.
+    cluster.on("listening", () => this.#waiters.notifyAll({ local: true }));
     this.local.on("available", (agentId) => {
       cluster.hold(agentId);
       this.#waiters.notify(agentId, { local: true });

@@ -63,6 +63,13 @@ export class Waiters<T> {
     return woken.length;
   }
 
+  /** Resolves every waiter, of every key, with `value`; returns how many. */
+  notifyAll(value: T): number {
+    let woken = 0;
+    for (const key of [...this.#byKey.keys()]) woken += this.notify(key, value);
+    return woken;
+  }
+
   /** Fails every waiter (shutdown). */
   rejectAll(err: Error): void {
     for (const w of [...this.#heap]) this.#settle(w, err, false);
