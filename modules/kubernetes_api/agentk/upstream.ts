@@ -69,9 +69,16 @@ export async function kubernetesUpstream(
 }
 
 /** kas's decision on whom the cluster sees; without a readable one the request is refused. */
+let lastIdentity: { value: string; identity: ClusterIdentity } | undefined;
+
 function identityOf(value: string | undefined): ClusterIdentity {
+  // A caller's requests carry the same value (kas encodes each decision once): decoded once too,
+  // not on every request of a watch-heavy client.
+  if (value !== undefined && value === lastIdentity?.value) return lastIdentity.identity;
   try {
-    return decodeIdentity(value);
+    const identity = decodeIdentity(value);
+    lastIdentity = { value: value!, identity };
+    return identity;
   } catch (err) {
     if (err instanceof IdentityError) throw new HttpError(403, `${err.message}: refused`);
     throw err;
