@@ -33,9 +33,12 @@ export async function measureKubeList(o: {
   burst: number;
   log: (s: string) => void;
 }): Promise<KubeListRun> {
-  const setup = await startKubeProxySetup({
-    ci_access: { projects: [{ id: "group/app", access_as: { ci_job: {} } }] },
-  });
+  // GitLab lets group/app's jobs use agent 42 from the ci_access kas posts.
+  const setup = await startKubeProxySetup(
+    { ci_access: { projects: [{ id: "group/app", access_as: { ci_job: {} } }] } },
+    undefined,
+    (gitlab) => gitlab.addProject({ projectId: 100, path: "group/app" }),
+  );
   const { kube, gitlab, kas } = setup;
   for (let i = 0; i < 20; i++) {
     kube.store.create("pods", "default", {
@@ -47,9 +50,8 @@ export async function measureKubeList(o: {
   gitlab.addJob(JOB_TOKEN, {
     jobId: 1,
     pipelineId: 2,
-    project: { id: 100, path: "group/app", groups: [55] },
+    projectId: 100,
     user: { id: 5, username: "bench" },
-    allowedAgents: [{ id: 42, configProjectId: 7 }],
   });
   const pki = await testPki();
   const bare = await startBareProxies({ upstream: kube, tls: pki });

@@ -41,14 +41,23 @@ let setup: KubeProxySetup;
 let kube: KubeApiServer;
 let callers: Caller[];
 
-/** A CI job of project `path` (id `projectId`) that GitLab lets use agent 42. */
+// GitLab's projects (in group "group", id 55); GitLab lets their jobs use agent 42 from the
+// ci_access kas posted.
+const PROJECT_IDS: Record<string, number> = {
+  "group/job": 100,
+  "group/ci-user": 101,
+  "group/deployer": 102,
+  "group/as-agent": 103,
+};
+
+/** A CI job of project `path` (id `projectId`, one of PROJECT_IDS). */
 function job(jobId: number, projectId: number, path: string): string {
+  expect(PROJECT_IDS[path]).toBe(projectId);
   setup.gitlab.addJob(`job-token-${jobId}`, {
     jobId,
     pipelineId: jobId + 1000,
-    project: { id: projectId, path, groups: [55] },
+    projectId,
     user: { id: 5, username: "runner" },
-    allowedAgents: [{ id: 42, configProjectId: 7 }],
   });
   return `Bearer ci:42:job-token-${jobId}`;
 }
@@ -63,7 +72,13 @@ const jobExtra = (jobId: number, projectId: number) => ({
 });
 
 beforeAll(async () => {
-  setup = await startKubeProxySetup(CONFIG);
+  setup = await startKubeProxySetup(CONFIG, undefined, (gitlab) => {
+    gitlab.addGroup({ id: 55, path: "group" });
+    for (const [path, projectId] of Object.entries(PROJECT_IDS)) gitlab.addProject({ projectId, path });
+    // alice: a Developer of group/job, which user_access lists.
+    gitlab.addUser({ id: 11, username: "alice" });
+    gitlab.addMember(11, { projectId: 100 }, "developer");
+  });
   kube = setup.kube;
   kube.store.create("pods", "default", {
     metadata: { name: "web" },
@@ -75,15 +90,12 @@ beforeAll(async () => {
     username: "alice",
     accessType,
     ...(csrfToken !== undefined && { csrfToken }),
-    agents: {
-      42: { configProjectId: 7, accessAs: { user: { projects: [{ id: 100, roles: ["developer"] }] } } },
-    },
   });
   setup.gitlab.addProxyUser("pat-alice", userAuth("personal_access_token"));
   setup.gitlab.addProxyUser("session-alice", userAuth("session_cookie", "csrf-alice"));
   const alice = (accessType: string): UserInfo => ({
     username: "gitlab:user:alice",
-    groups: ["gitlab:user", "gitlab:project_role:100:developer"],
+    groups: ["gitlab:user", ...["guest", "reporter", "developer"].map((r) => `gitlab:project_role:100:${r}`)],
     extra: {
       "agent.gitlab.com/id": ["42"],
       "agent.gitlab.com/username": ["alice"],

@@ -6,10 +6,22 @@
 // For the Kubernetes API proxy: a CI job's GET /api/v4/job/allowed_agents (header `Job-Token`,
 // no kas JWT needed: it is GitLab's public API) and a user's
 // POST /api/v4/internal/kubernetes/authorize_proxy_user ({agent_id, access_type, access_key, csrf_token}).
+// Both answer as Rails does, from GitLab's copy of each agent's ci_access / user_access, which only
+// kas's POST /api/v4/internal/kubernetes/agent_configuration sets (gitlab/agent-authorizations.ts),
+// over the groups, projects, users and memberships a test declares (gitlab/namespaces.ts).
+// POST /api/v4/internal/kubernetes/usage_metrics is read as Rails reads it and recorded.
 import { EventEmitter, once } from "node:events";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { jwtVerify } from "jose";
+import { AgentAuthorizations } from "./gitlab/agent-authorizations.ts";
+import { allowedAgentsBody } from "./gitlab/allowed-agents-body.ts";
+import { type Group, Namespaces, type Project, type Role, type User } from "./gitlab/namespaces.ts";
+import { readUsageMetrics, type UsageMetrics } from "./gitlab/usage-metrics.ts";
+
+export type { AllowedAgentsAnswer } from "./gitlab/allowed-agents-body.ts";
+export type { UsageMetrics };
+export { allowedAgentsBody };
 
 export interface TestAgent {
   agentId: number;
@@ -50,45 +62,35 @@ export type Fault =
   /** Never answer (until the server closes). */
   | "hang";
 
-/** A CI job `allowed_agents` answers for, by its job token. */
+/**
+ * A CI job `allowed_agents` answers for, by its job token. Which agents it may use is GitLab's to
+ * work out, from the configurations kas posted (see AgentAuthorizations).
+ */
 export interface TestJob {
   jobId: number;
   pipelineId: number;
-  project: { id: number; path: string; groups: number[] };
-  user: { id: number; username: string };
-  environment?: { slug: string; tier: string };
+  /** The job's project: one GitLab knows (addProject, or an agent's configuration project). */
+  projectId: number;
+  /** The job's user (GitLab's current_user for the job token). */
+  user: User;
+  /**
+   * The job's environment: `name` is what ci_access `environments` match (as Rails filters),
+   * `slug` and `tier` what GitLab answers. `slug` defaults to the name.
+   */
+  environment?: { name: string; slug?: string; tier: string };
   /** Whether the job's pipeline runs for a protected branch or tag (Rails' `pipeline.protected_ref?`). Default false. */
   protectedRef?: boolean;
-  /**
-   * The agents GitLab lets the job use, with GitLab's copy of the matching ci_access entry (as Rails
-   * stored it from config.yaml, e.g. `{access_as: {ci_job: {}}, protected_branches_only: true}`).
-   * Entries with `protected_branches_only` are left out unless `protectedRef`, as Rails does.
-   */
-  allowedAgents: { id: number; configProjectId: number; configuration?: Record<string, unknown> }[];
 }
 
-/** A user `authorize_proxy_user` answers for, by access key (a PAT or a session cookie). */
-export interface TestProxyUser {
-  id: number;
-  username: string;
+/**
+ * A user's credential `authorize_proxy_user` takes: a personal access token or a session cookie
+ * (with its CSRF token). What the user may do is GitLab's to work out: their memberships (addMember)
+ * and the agent's user_access as kas posted it.
+ */
+export interface TestProxyUser extends User {
   accessType: "personal_access_token" | "session_cookie";
   /** With session_cookie: the CSRF token of the session. */
   csrfToken?: string;
-  /** agent id -> {config project, access_as GitLab answers}; other agents are 403. */
-  agents: Record<
-    number,
-    {
-      configProjectId: number;
-      accessAs:
-        | { agent: Record<string, never> }
-        | {
-            user: {
-              projects?: { id: number; roles: string[] }[];
-              groups?: { id: number; roles: string[] }[];
-            };
-          };
-    }
-  >;
 }
 
 export interface RecordedRequest {
@@ -112,6 +114,7 @@ export const PROJECT_INFO_PATH = "/api/v4/internal/kubernetes/project_info";
 export const ALLOWED_AGENTS_PATH = "/api/v4/job/allowed_agents";
 export const AUTHORIZE_PROXY_USER_PATH = "/api/v4/internal/kubernetes/authorize_proxy_user";
 export const AGENT_CONFIGURATION_PATH = "/api/v4/internal/kubernetes/agent_configuration";
+export const USAGE_METRICS_PATH = "/api/v4/internal/kubernetes/usage_metrics";
 
 /** An agent_configuration POST GitLab took (204): the agent and its config.yaml as kas sent it. */
 export interface PostedConfiguration {
@@ -126,11 +129,16 @@ export class GitLabApiServer {
   readonly #projects: TestProject[] = [];
   readonly #jobs = new Map<string, TestJob>();
   readonly #users = new Map<string, TestProxyUser>();
+  readonly #namespaces = new Namespaces();
+  readonly #authorizations = new AgentAuthorizations(this.#namespaces);
   readonly #refusals = new Map<string, 403 | 404>();
   readonly #faults: Fault[] = [];
   readonly #postFaults: number[] = [];
+  readonly #usageFaults: number[] = [];
   /** Every agent_configuration POST GitLab took, in order. */
   readonly postedConfigurations: PostedConfiguration[] = [];
+  /** Every usage_metrics POST GitLab took (204), in order: what Rails counted from each. */
+  readonly usageMetrics: UsageMetrics[] = [];
   readonly #hanging = new Set<ServerResponse>();
   readonly requests: RecordedRequest[] = [];
   readonly #prefix: string;
@@ -159,23 +167,93 @@ export class GitLabApiServer {
     return api;
   }
 
+  /** An agent and its token; its configuration project joins GitLab's projects. */
   addAgent(token: string, agent: TestAgent): void {
+    const project = this.#namespaces.addProject(agent.projectId, agentProjectPath(agent));
+    this.#authorizations.addAgent({ id: agent.agentId, name: agent.agentName, project });
     this.#agents.set(token, agent);
   }
 
-  /** A project `project_info` knows (by id and by full path). */
-  addProject(project: TestProject): void {
+  /** A project GitLab knows: `project_info` answers for it (by id and by full path); its groups are created as needed. */
+  addProject(project: TestProject): Project {
+    const known = this.#namespaces.addProject(project.projectId, project.path);
     this.#projects.push(project);
+    return known;
+  }
+
+  /** A group at `path` (parents created as needed, with ids of their own). */
+  addGroup(group: { id: number; path: string }): Group {
+    return this.#namespaces.addGroup(group.path, group.id);
+  }
+
+  /** A user (one-segment project paths equal to the username are their personal namespace). */
+  addUser(user: User): void {
+    this.#namespaces.addUser(user);
+  }
+
+  /** A direct membership of a known user in a project or group (by id), with the role. */
+  addMember(userId: number, of: { projectId: number } | { groupId: number }, role: Role): void {
+    this.#namespaces.addMember(userId, of, role);
   }
 
   /** A CI job: `allowed_agents` with this `Job-Token` answers for it (others 401). */
   addJob(jobToken: string, job: TestJob): void {
+    if (this.#namespaces.project(job.projectId) === undefined)
+      throw new Error(`job ${job.jobId}: GitLab knows no project ${job.projectId}`);
+    this.#namespaces.addUser(job.user);
     this.#jobs.set(jobToken, job);
   }
 
-  /** A user: `authorize_proxy_user` with this access key answers for them (others 401). */
+  /** A user's credential: `authorize_proxy_user` with this access key answers for them (others 401). */
   addProxyUser(accessKey: string, user: TestProxyUser): void {
+    this.#namespaces.addUser({ id: user.id, username: user.username });
     this.#users.set(accessKey, user);
+  }
+
+  /**
+   * What an agent_configuration POST GitLab takes does (for tests that run no kas configuration
+   * module): records it in `postedConfigurations` and refreshes the agent's authorizations from it.
+   * Throws for an agent GitLab does not know (the POST's 404).
+   */
+  takeConfiguration(agentId: number, agentConfig: Record<string, unknown>): void {
+    if (this.#authorizations.agent(agentId) === undefined)
+      throw new Error(`GitLab knows no agent ${agentId}`);
+    this.postedConfigurations.push({ agentId, agentConfig });
+    this.#authorizations.updateConfiguration(agentId, agentConfig);
+    this.#events.emit("configuration");
+  }
+
+  /** Resolves once `count` configurations have been taken in all; rejects after `timeoutMs`. */
+  async waitForConfigurations(count: number, timeoutMs = 10_000): Promise<PostedConfiguration> {
+    const signal = AbortSignal.timeout(timeoutMs);
+    try {
+      while (this.postedConfigurations.length < count) await once(this.#events, "configuration", { signal });
+    } catch (err) {
+      if (!signal.aborted) throw err;
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for agent configuration post #${count} (${this.postedConfigurations.length} taken)`,
+      );
+    }
+    return this.postedConfigurations[count - 1]!;
+  }
+
+  /** Resolves once `count` usage_metrics posts have been taken in all; rejects after `timeoutMs`. */
+  async waitForUsageMetrics(count: number, timeoutMs = 10_000): Promise<UsageMetrics> {
+    const signal = AbortSignal.timeout(timeoutMs);
+    try {
+      while (this.usageMetrics.length < count) await once(this.#events, "usage_metrics", { signal });
+    } catch (err) {
+      if (!signal.aborted) throw err;
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for usage_metrics post #${count} (${this.usageMetrics.length} taken)`,
+      );
+    }
+    return this.usageMetrics[count - 1]!;
+  }
+
+  /** The next `statuses.length` usage_metrics POSTs are answered with these statuses, in order (not recorded). */
+  failNextUsageMetricsPosts(...statuses: number[]): void {
+    this.#usageFaults.push(...statuses);
   }
 
   /** Requests to the Kubernetes API proxy's two endpoints (allowed_agents, authorize_proxy_user) so far. */
@@ -263,28 +341,32 @@ export class GitLabApiServer {
       res.writeHead(status, { "content-type": "application/json" }).end(text);
     };
 
-    const known = [
-      AGENT_INFO_PATH,
-      PROJECT_INFO_PATH,
-      ALLOWED_AGENTS_PATH,
-      AUTHORIZE_PROXY_USER_PATH,
-      AGENT_CONFIGURATION_PATH,
-    ];
+    const posts = [AUTHORIZE_PROXY_USER_PATH, AGENT_CONFIGURATION_PATH, USAGE_METRICS_PATH];
+    const known = [AGENT_INFO_PATH, PROJECT_INFO_PATH, ALLOWED_AGENTS_PATH, ...posts];
     if (!known.includes(path)) return reply(404, { message: "404 Not Found" });
-    const method = path === AUTHORIZE_PROXY_USER_PATH || path === AGENT_CONFIGURATION_PATH ? "POST" : "GET";
+    const method = posts.includes(path) ? "POST" : "GET";
     if (req.method !== method) return reply(405, { message: "405 Method Not Allowed" });
     // Rails checks kas's JWT before anything else on its internal API (allowed_agents is public).
     if (!jwt.ok && path !== ALLOWED_AGENTS_PATH)
       return reply(401, { message: "KAS JWT authentication invalid" });
-    if (path === AUTHORIZE_PROXY_USER_PATH || path === AGENT_CONFIGURATION_PATH) {
+    if (posts.includes(path)) {
       try {
         record.body = JSON.parse(await readBody(req));
       } catch {
         return reply(400, { error: "body is not JSON" });
       }
     }
-    // Its own faults: agent_info's (failNext) must not be taken by a post running beside it.
+    // Their own faults: agent_info's (failNext) must not be taken by a post running beside it.
     if (path === AGENT_CONFIGURATION_PATH) return this.#agentConfiguration(record, reply);
+    if (path === USAGE_METRICS_PATH) {
+      const status = this.#usageFaults.shift();
+      if (status !== undefined) return reply(status, { message: `${status} fault` });
+      const read = readUsageMetrics(record.body);
+      if (!read.ok) return reply(400, read.error);
+      this.usageMetrics.push(read.metrics);
+      this.#events.emit("usage_metrics");
+      return reply(204, "", true);
+    }
     const fault = this.#faults.shift();
     if (fault === "hang") {
       this.#hanging.add(res);
@@ -300,7 +382,7 @@ export class GitLabApiServer {
     if (path === ALLOWED_AGENTS_PATH) {
       const job = typeof jobToken === "string" ? this.#jobs.get(jobToken) : undefined;
       if (job === undefined) return reply(401, { message: "401 Unauthorized" });
-      return reply(200, allowedAgentsBody(job));
+      return reply(200, allowedAgentsBody(this.#allowedAgents(job)));
     }
     if (path === AUTHORIZE_PROXY_USER_PATH) return reply(...this.#authorizeProxyUser(record.body));
     const agent = agentToken === undefined ? undefined : this.#agents.get(agentToken);
@@ -343,13 +425,55 @@ export class GitLabApiServer {
       return reply(400, { error: "agent_id is missing, agent_id is invalid" });
     if (typeof config !== "object" || config === null || Array.isArray(config))
       return reply(400, { error: "agent_config is missing, agent_config is invalid" });
-    if (![...this.#agents.values()].some((a) => a.agentId === agentId))
+    if (this.#authorizations.agent(agentId) === undefined)
       return reply(404, { message: "404 Agent Not Found" });
-    this.postedConfigurations.push({ agentId, agentConfig: config as Record<string, unknown> });
+    this.takeConfiguration(agentId, config as Record<string, unknown>);
     return reply(204, "", true);
   }
 
-  /** Grape's validation, then the user's session or token, then their access to the agent. */
+  /**
+   * allowed_agents for a job, as API::Ci::Jobs works it out: CiAccess::Finder for the job's project,
+   * FilterService with the job's environment name and whether its pipeline's ref is protected.
+   */
+  #allowedAgents(job: TestJob) {
+    const project = this.#namespaces.project(job.projectId)!;
+    const found = this.#authorizations.ciAccessFor(project);
+    const kept = this.#authorizations.filterCi(found, {
+      ...(job.environment && { environment: job.environment.name }),
+      protectedRef: job.protectedRef === true,
+    });
+    // `project.group&.self_and_ancestor_ids`: in traversal order, the root first.
+    const groups = project.group ? this.#namespaces.selfAndAncestors(project.group).reverse() : [];
+    return {
+      job: { id: job.jobId },
+      pipeline: { id: job.pipelineId },
+      project: {
+        id: project.id,
+        path: project.fullPath,
+        groups: groups.map((g) => ({ id: g.id, path: g.fullPath })),
+      },
+      user: {
+        id: job.user.id,
+        username: job.user.username,
+        roles: Namespaces.roles(this.#namespaces.projectAccess(job.user.id, project)),
+      },
+      ...(job.environment && {
+        environment: { slug: job.environment.slug ?? job.environment.name, tier: job.environment.tier },
+      }),
+      authorizations: kept.map((a) => ({
+        agentId: a.agent.id,
+        configProject: { id: a.agent.project.id, path: a.agent.project.fullPath },
+        config: a.config,
+      })),
+    };
+  }
+
+  /**
+   * Grape's validation, then the user's session or token, then the agent (404), then the user's
+   * access to it (AgentAuthorizations#authorizeProxyUser). Rails answers a personal access token it
+   * does not find with 400 ("Unable to get user from request data") and a bad session or CSRF token
+   * with 401; both are 401 here, which is how kas reads "not this user".
+   */
   #authorizeProxyUser(body: unknown): [number, unknown] {
     const b = (body ?? {}) as Record<string, unknown>;
     const types = ["session_cookie", "personal_access_token"];
@@ -366,16 +490,9 @@ export class GitLabApiServer {
       return [401, { message: "401 Unauthorized" }];
     if (user.accessType === "session_cookie" && user.csrfToken !== b.csrf_token)
       return [401, { message: "401 Unauthorized" }];
-    const agent = user.agents[b.agent_id];
-    if (agent === undefined) return [403, { message: "403 Forbidden" }];
-    return [
-      200,
-      {
-        agent: { id: b.agent_id, config_project: { id: agent.configProjectId } },
-        user: { id: user.id, username: user.username },
-        access_as: agent.accessAs,
-      },
-    ];
+    const agent = this.#authorizations.agent(b.agent_id);
+    if (agent === undefined) return [404, { message: "404 Not found" }];
+    return this.#authorizations.authorizeProxyUser({ id: user.id, username: user.username }, agent);
   }
 
   async #verifyJwt(header: string | string[] | undefined): Promise<RecordedRequest["jwt"]> {
@@ -395,9 +512,13 @@ export class GitLabApiServer {
   }
 }
 
+function agentProjectPath(agent: TestAgent): string {
+  return agent.projectPath ?? `group/project-${agent.projectId}`;
+}
+
 /** The agent_info body as GitLab's Rails API renders it. */
 export function agentInfoBody(agent: TestAgent) {
-  const projectPath = agent.projectPath ?? `group/project-${agent.projectId}`;
+  const projectPath = agentProjectPath(agent);
   return {
     project_id: agent.projectId,
     agent_id: agent.agentId,
@@ -414,34 +535,6 @@ export function agentInfoBody(agent: TestAgent) {
       gl_project_path: projectPath,
     },
     default_branch: agent.defaultBranch ?? "main",
-  };
-}
-
-/**
- * The allowed_agents body as GitLab's Rails API renders it (Entities::Clusters::Agents::Authorizations::CiAccess,
- * ...). Rails' CiAccess::FilterService leaves out the authorizations whose configuration says
- * `protected_branches_only` when the pipeline's ref is not protected; the answer itself carries no
- * ref and no protected flag, only the kept entries' configuration.
- */
-export function allowedAgentsBody(job: TestJob) {
-  const kept = job.allowedAgents.filter(
-    (a) => job.protectedRef === true || a.configuration?.protected_branches_only !== true,
-  );
-  return {
-    allowed_agents: kept.map((a) => ({
-      id: a.id,
-      config_project: { id: a.configProjectId },
-      configuration: a.configuration ?? {},
-    })),
-    job: { id: job.jobId },
-    pipeline: { id: job.pipelineId },
-    project: {
-      id: job.project.id,
-      path_with_namespace: job.project.path,
-      groups: job.project.groups.map((id) => ({ id })),
-    },
-    user: { id: job.user.id, username: job.user.username },
-    ...(job.environment && { environment: job.environment }),
   };
 }
 

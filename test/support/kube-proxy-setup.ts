@@ -1,8 +1,10 @@
 // kas's Kubernetes API proxy with GitLab's authorization, assembled for tests and bench:rpc: the
-// Kubernetes test server, the GitLab API test server (jobs and users added by the caller), kas in
-// this process (TLS on the proxy with the test CA, a static dev token for agent 42 whose
-// configuration project is a local git repository holding `config`), and agentk with the test
-// server's kubeconfig. Resolves once kas has read the agent's configuration.
+// Kubernetes test server, the GitLab API test server (groups, projects, jobs and users added by the
+// caller; it knows agent 42, configuration project 7 at group/project-7), kas in this process (TLS
+// on the proxy with the test CA, a static dev token for agent 42 whose configuration project is a
+// local git repository holding `config`), and agentk with the test server's kubeconfig. Resolves
+// once kas has read the agent's configuration and posted it to GitLab (GitLab's ci_access and
+// user_access of the agent come from that post only).
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -23,6 +25,8 @@ export interface KubeProxySetup {
   gitlab: GitLabApiServer;
   kas: InProcessKas;
   agent: InProcessAgentk;
+  /** Agent 42's configuration repository (`.gitlab/agents/prod/config.yaml`). */
+  repo: GitRepo;
   /** PEM of the CA of kas's proxy certificate. */
   caCert: string;
   close(): Promise<void>;
@@ -31,11 +35,15 @@ export interface KubeProxySetup {
 export async function startKubeProxySetup(
   config: Record<string, unknown>,
   adjust: (c: KasConfig) => void = () => {},
+  /** Declares GitLab's groups, projects and users before agent 42's project joins them. */
+  seed: (gitlab: GitLabApiServer) => void = () => {},
 ): Promise<KubeProxySetup> {
   const dir = await mkdtemp(join(tmpdir(), "kube-proxy-"));
   const kube = await startKubeApiServer();
   const secret = new Uint8Array(randomBytes(32));
   const gitlab = await GitLabApiServer.start({ secret });
+  seed(gitlab);
+  gitlab.addAgent(TOKEN, { agentId: 42, projectId: 7, agentName: "prod" });
   const repo = await GitRepo.init();
   await repo.commit({ ".gitlab/agents/prod/config.yaml": stringify(config) });
   const tokensFile = join(dir, "tokens.yaml");
@@ -74,11 +82,13 @@ export async function startKubeProxySetup(
     10_000,
     "kas to read agent 42's configuration",
   );
+  await gitlab.waitForConfigurations(1);
   return {
     kube,
     gitlab,
     kas,
     agent,
+    repo,
     caCert: pki.caCert,
     async close() {
       await agent.stop();

@@ -1,8 +1,9 @@
 // The real kubectl through kas's Kubernetes API proxy with GitLab's credentials: a CI job's token
 // (`ci:<agent id>:<job token>`, GitLab's allowed_agents), a user's personal access token
 // (`pat:<agent id>:<token>`, authorize_proxy_user) and a static dev token; the agent's ci_access /
-// user_access (its config.yaml, read by kas from a local git repository) decide, and the
-// Kubernetes test server records as whom each request came (the Impersonate-* headers agentk passed on).
+// user_access (its config.yaml, read by kas from a local git repository, and GitLab's copy, which
+// kas posted: GitLab's answers derive from it) decide, and the Kubernetes test server records as
+// whom each request came (the Impersonate-* headers agentk passed on).
 import { Agent, fetch as undiciFetch } from "undici";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { TOKEN } from "../../kas/support/fixtures.ts";
@@ -16,16 +17,28 @@ import { writeKubeconfig } from "../../support/kubeconfig.ts";
 import { testPki } from "../../support/tls-certs.ts";
 
 const GITLAB_URL = "https://gitlab.example.com";
+// GitLab's namespaces: group "group" (55) holds agent 42's configuration project (7, group/project-7)
+// and the jobs' projects; "group/deploy" (77) is a subgroup; "other-root" is another root group.
+const PROJECTS = {
+  app: { projectId: 100, path: "group/app" },
+  deployOther: { projectId: 101, path: "group/deploy/other" },
+  prodOnly: { projectId: 102, path: "group/prod-only" },
+  elsewhere: { projectId: 103, path: "group/elsewhere" },
+  release: { projectId: 104, path: "group/release" },
+  foreign: { projectId: 105, path: "other-root/app" },
+};
 const CONFIG = {
   ci_access: {
     projects: [
       { id: "group/app", access_as: { ci_job: {} } },
       { id: "group/prod-only", environments: ["production", "review/*"] },
       { id: "group/release", protected_branches_only: true, access_as: { ci_job: {} } },
+      // Outside the agent's root group: kas's copy lists it, GitLab ignores it (as Rails does).
+      { id: "other-root/app" },
     ],
     groups: [
       {
-        id: "77",
+        id: "group/deploy",
         access_as: {
           impersonate: {
             username: "deployer",
@@ -36,7 +49,7 @@ const CONFIG = {
       },
     ],
   },
-  user_access: { access_as: { user: {} }, projects: [{ id: "group/app" }] },
+  user_access: { access_as: { user: {} }, projects: [{ id: "group/app" }], groups: [{ id: "group" }] },
 };
 
 let setup: KubeProxySetup;
@@ -60,15 +73,15 @@ async function kubectlWith(token: string): Promise<Kubectl> {
   return k;
 }
 
-/** A CI job of `project` (id, full path, group ids) that GitLab lets use agent 42. */
-function job(jobId: number, project: { id: number; path: string; groups: number[] }, environment?: string) {
+/** A CI job of `project` (one of PROJECTS), maybe deploying to `environment`, on a protected ref or not; its kubectl token for agent 42. */
+function job(jobId: number, project: { projectId: number }, environment?: string, protectedRef = false) {
   gitlab.addJob(`job-token-${jobId}`, {
     jobId,
     pipelineId: jobId + 1000,
-    project,
+    projectId: project.projectId,
     user: { id: 5, username: "ci-runner-user" },
-    ...(environment && { environment: { slug: environment, tier: "production" } }),
-    allowedAgents: [{ id: 42, configProjectId: 7 }],
+    ...(environment && { environment: { name: environment, tier: "production" } }),
+    protectedRef,
   });
   return `ci:42:job-token-${jobId}`;
 }
@@ -82,28 +95,29 @@ async function whoami(k: Kubectl): Promise<UserInfo> {
 }
 
 beforeAll(async () => {
-  setup = await startKubeProxySetup(CONFIG, (c) => {
-    c.gitlab.externalUrl = GITLAB_URL;
-    c.gitlab.retryDeadlineMs = 500;
-  });
+  setup = await startKubeProxySetup(
+    CONFIG,
+    (c) => {
+      c.gitlab.externalUrl = GITLAB_URL;
+      c.gitlab.retryDeadlineMs = 500;
+    },
+    (gl) => {
+      gl.addGroup({ id: 55, path: "group" });
+      gl.addGroup({ id: 77, path: "group/deploy" });
+      for (const project of Object.values(PROJECTS)) gl.addProject(project);
+      // alice: Developer of group/app; carol: Maintainer of the whole group.
+      gl.addProxyUser("pat-alice", { id: 11, username: "alice", accessType: "personal_access_token" });
+      gl.addMember(11, { projectId: 100 }, "developer");
+      gl.addProxyUser("session-of-carol", {
+        id: 12,
+        username: "carol",
+        accessType: "session_cookie",
+        csrfToken: "csrf-of-carol",
+      });
+      gl.addMember(12, { groupId: 55 }, "maintainer");
+    },
+  );
   ({ kube, gitlab, kas } = setup);
-  gitlab.addProxyUser("pat-alice", {
-    id: 11,
-    username: "alice",
-    accessType: "personal_access_token",
-    agents: {
-      42: { configProjectId: 7, accessAs: { user: { projects: [{ id: 100, roles: ["developer"] }] } } },
-    },
-  });
-  gitlab.addProxyUser("session-of-carol", {
-    id: 12,
-    username: "carol",
-    accessType: "session_cookie",
-    csrfToken: "csrf-of-carol",
-    agents: {
-      42: { configProjectId: 7, accessAs: { user: { groups: [{ id: 55, roles: ["maintainer"] }] } } },
-    },
-  });
   kube.store.create("pods", "default", {
     metadata: { name: "web" },
     spec: { containers: [{ name: "main", image: "busybox" }] },
@@ -117,7 +131,7 @@ afterAll(async () => {
 
 describe("CI jobs through kas (ci:<agent id>:<job token>)", () => {
   test("access_as ci_job: kubectl works as gitlab:ci_job:<id>, with GitLab's groups and extras; credentials stay at kas", async () => {
-    const k = await kubectlWith(job(501, { id: 100, path: "group/app", groups: [55] }));
+    const k = await kubectlWith(job(501, PROJECTS.app));
     const before = fromKubectl().length;
     const pods = await k.run(["get", "pods"]);
     expect(pods.code, pods.stderr).toBe(0);
@@ -144,7 +158,7 @@ describe("CI jobs through kas (ci:<agent id>:<job token>)", () => {
   });
 
   test("exec and logs -f as the CI job", async () => {
-    const k = await kubectlWith(job(502, { id: 100, path: "group/app", groups: [] }));
+    const k = await kubectlWith(job(502, PROJECTS.app));
     const exec = await k.run(["exec", "web", "--", "echo", "as", "the", "job"]);
     expect(exec, exec.stderr).toMatchObject({ code: 0, stdout: "as the job\n" });
     const upgrade = kube.requests.findLast((r) => r.path.includes("/pods/web/exec"));
@@ -164,7 +178,7 @@ describe("CI jobs through kas (ci:<agent id>:<job token>)", () => {
   });
 
   test("a group's entry with access_as impersonate: the configured identity, extras as repeated values", async () => {
-    const k = await kubectlWith(job(503, { id: 101, path: "group/other", groups: [77] }));
+    const k = await kubectlWith(job(503, PROJECTS.deployOther));
     expect(await whoami(k)).toEqual({
       username: "deployer",
       groups: ["deployers"],
@@ -173,54 +187,36 @@ describe("CI jobs through kas (ci:<agent id>:<job token>)", () => {
   });
 
   test("an entry without access_as: the agent's own identity (no impersonation); the job's --as is refused only when kas impersonates", async () => {
-    const k = await kubectlWith(
-      job(504, { id: 102, path: "group/prod-only", groups: [] }, "review/feature-1"),
-    );
+    const k = await kubectlWith(job(504, PROJECTS.prodOnly, "review/feature-1"));
     const before = fromKubectl().length;
     expect((await k.run(["get", "pods"])).code).toBe(0);
     for (const r of fromKubectl().slice(before)) expect(r.impersonation).toBeUndefined();
     // No impersonation by kas: the caller's own Impersonate-* is dropped, not passed on.
-    expect(
-      (
-        await whoami(
-          await kubectlWith(job(505, { id: 102, path: "group/prod-only", groups: [] }, "production")),
-        )
-      ).username,
-    ).toBe("system:serviceaccount:gitlab-agent:agentk");
+    expect((await whoami(await kubectlWith(job(505, PROJECTS.prodOnly, "production")))).username).toBe(
+      "system:serviceaccount:gitlab-agent:agentk",
+    );
     const asAdmin = await k.run(["get", "pods", "--as=admin"]);
     expect(asAdmin.code, asAdmin.stderr).toBe(0);
     expect(fromKubectl().at(-1)?.impersonation).toBeUndefined();
 
-    const impersonating = await kubectlWith(job(506, { id: 100, path: "group/app", groups: [] }));
+    const impersonating = await kubectlWith(job(506, PROJECTS.app));
     const refused = await impersonating.run(["get", "pods", "--as=admin", "-v=8"]);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/Response Status: 403 Forbidden/);
     expect(refused.stderr).toContain("may not set impersonate-user");
   });
 
-  test("refused: a project ci_access does not list, an environment it does not allow, an agent GitLab does not allow, an unknown token", async () => {
+  test("refused by GitLab's allowed_agents: a project ci_access does not list, an environment it does not allow, a project outside the agent's root group (listed in kas's copy, ignored by GitLab); an unknown token", async () => {
     const before = fromKubectl().length;
-    const unlisted = await (
-      await kubectlWith(job(510, { id: 103, path: "group/elsewhere", groups: [88] }))
-    ).run(["get", "pods", "-v=8"]);
-    expect(unlisted.code).toBe(1);
-    expect(unlisted.stderr).toContain("lists neither project group/elsewhere nor any of its groups");
-    const wrongEnv = await (
-      await kubectlWith(job(511, { id: 102, path: "group/prod-only", groups: [] }, "staging"))
-    ).run(["get", "pods", "-v=8"]);
-    expect(wrongEnv.code).toBe(1);
-    expect(wrongEnv.stderr).toContain("only for environments production, review/*; this job's is staging");
-
-    gitlab.addJob("job-token-512", {
-      jobId: 512,
-      pipelineId: 1,
-      project: { id: 100, path: "group/app", groups: [] },
-      user: { id: 5, username: "u" },
-      allowedAgents: [{ id: 43, configProjectId: 8 }],
-    });
-    const notAllowed = await (await kubectlWith("ci:42:job-token-512")).run(["get", "pods", "-v=8"]);
-    expect(notAllowed.code).toBe(1);
-    expect(notAllowed.stderr).toContain("may not use agent 42 (GitLab's allowed_agents)");
+    const refusedByGitLab = async (token: string) => {
+      const r = await (await kubectlWith(token)).run(["get", "pods", "-v=8"]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/Response Status: 403 Forbidden/);
+      expect(r.stderr).toContain("may not use agent 42 (GitLab's allowed_agents)");
+    };
+    await refusedByGitLab(job(510, PROJECTS.elsewhere));
+    await refusedByGitLab(job(511, PROJECTS.prodOnly, "staging"));
+    await refusedByGitLab(job(512, PROJECTS.foreign));
 
     const unknown = await (await kubectlWith("ci:42:no-such-job")).run(["get", "pods"]);
     expect(unknown.code).toBe(1);
@@ -229,22 +225,7 @@ describe("CI jobs through kas (ci:<agent id>:<job token>)", () => {
   });
 
   test("protected_branches_only: a job whose pipeline ref is protected may use the agent, one whose ref is not is refused (403, a Kubernetes Status)", async () => {
-    const release = { id: 104, path: "group/release", groups: [] };
-    // GitLab's copy of the entry, as Rails stored it from config.yaml.
-    const stored = { access_as: { ci_job: {} }, protected_branches_only: true };
-    const releaseJob = (jobId: number, protectedRef: boolean, configuration: Record<string, unknown>) => {
-      gitlab.addJob(`job-token-${jobId}`, {
-        jobId,
-        pipelineId: jobId + 1000,
-        project: release,
-        user: { id: 5, username: "ci-runner-user" },
-        protectedRef,
-        allowedAgents: [{ id: 42, configProjectId: 7, configuration }],
-      });
-      return `ci:42:job-token-${jobId}`;
-    };
-
-    const onTag = await kubectlWith(releaseJob(530, true, stored));
+    const onTag = await kubectlWith(job(530, PROJECTS.release, undefined, true));
     const pods = await onTag.run(["get", "pods"]);
     expect(pods.code, pods.stderr).toBe(0);
     expect(pods.stdout).toMatch(/^web\s/m);
@@ -252,47 +233,56 @@ describe("CI jobs through kas (ci:<agent id>:<job token>)", () => {
 
     const before = fromKubectl().length;
     // GitLab leaves the entry out for an unprotected ref: the agent is not among the allowed.
-    const onBranch = await (await kubectlWith(releaseJob(531, false, stored))).run(["get", "pods", "-v=8"]);
+    const onBranch = await (await kubectlWith(job(531, PROJECTS.release))).run(["get", "pods", "-v=8"]);
     expect(onBranch.code).toBe(1);
     expect(onBranch.stderr).toMatch(/Response Status: 403 Forbidden/);
     expect(onBranch.stderr).toContain("may not use agent 42 (GitLab's allowed_agents)");
 
-    // GitLab's copy without the flag (config.yaml changed; GitLab not yet told): kas's copy decides.
-    const stale = releaseJob(532, false, { access_as: { ci_job: {} } });
-    const refused = await (await kubectlWith(stale)).run(["get", "pods", "-v=8"]);
-    expect(refused.code).toBe(1);
-    expect(refused.stderr).toMatch(/Response Status: 403 Forbidden/);
-    expect(refused.stderr).toContain("only for jobs on protected branches or tags");
-    const pki = await testPki();
-    const dispatcher = new Agent({ connect: { ca: pki.caCert } });
+    // GitLab's copy without the flag (as if kas's post of the commit that added it were lost): GitLab
+    // lets the job use the agent, kas's copy refuses.
+    const posted = gitlab.postedConfigurations.at(-1)!.agentConfig;
+    const older = structuredClone(posted) as { ci_access: { projects: Record<string, unknown>[] } };
+    for (const entry of older.ci_access.projects) delete entry.protected_branches_only;
+    gitlab.takeConfiguration(42, older);
     try {
-      const res = await undiciFetch(`${kas.addresses.kubernetesApi}/api/v1/namespaces/default/pods`, {
-        dispatcher,
-        headers: { authorization: `Bearer ${stale}` },
-      });
-      expect(res.status).toBe(403);
-      expect(await res.json()).toMatchObject({
-        kind: "Status",
-        status: "Failure",
-        reason: "Forbidden",
-        code: 403,
-        message: expect.stringContaining("protected_branches_only"),
-      });
+      const stale = job(532, PROJECTS.release);
+      const refused = await (await kubectlWith(stale)).run(["get", "pods", "-v=8"]);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toMatch(/Response Status: 403 Forbidden/);
+      expect(refused.stderr).toContain("only for jobs on protected branches or tags");
+      const pki = await testPki();
+      const dispatcher = new Agent({ connect: { ca: pki.caCert } });
+      try {
+        const res = await undiciFetch(`${kas.addresses.kubernetesApi}/api/v1/namespaces/default/pods`, {
+          dispatcher,
+          headers: { authorization: `Bearer ${stale}` },
+        });
+        expect(res.status).toBe(403);
+        expect(await res.json()).toMatchObject({
+          kind: "Status",
+          status: "Failure",
+          reason: "Forbidden",
+          code: 403,
+          message: expect.stringContaining("protected_branches_only"),
+        });
+      } finally {
+        await dispatcher.close();
+      }
     } finally {
-      await dispatcher.close();
+      gitlab.takeConfiguration(42, posted);
     }
     expect(fromKubectl().length).toBe(before);
   });
 
   test("GitLab's answer is cached: one allowed_agents call per job token, however many requests; GitLab down -> 503", async () => {
-    const k = await kubectlWith(job(520, { id: 100, path: "group/app", groups: [] }));
+    const k = await kubectlWith(job(520, PROJECTS.app));
     const calls = () =>
       gitlab.requests.filter((r) => r.path === ALLOWED_AGENTS_PATH && r.jobToken === "job-token-520").length;
     const runs = await Promise.all([1, 2, 3, 4].map(() => k.run(["get", "pods"])));
     for (const r of runs) expect(r.code, r.stderr).toBe(0);
     expect(calls(), JSON.stringify(gitlab.requests.slice(-3))).toBe(1);
 
-    const down = await kubectlWith(job(521, { id: 100, path: "group/app", groups: [] }));
+    const down = await kubectlWith(job(521, PROJECTS.app));
     // Enough for every attempt of every request kubectl makes; the rest is forgotten after.
     gitlab.failNext(...Array.from({ length: 500 }, () => ({ status: 502 })));
     const r = await down.run(["get", "pods", "-v=8"]);
@@ -304,11 +294,17 @@ describe("CI jobs through kas (ci:<agent id>:<job token>)", () => {
 });
 
 describe("users through kas", () => {
-  test("a personal access token (pat:<agent id>:<token>): user_access as user -> gitlab:user:<name> with project roles", async () => {
+  test("a personal access token (pat:<agent id>:<token>): user_access as user -> gitlab:user:<name> with the roles GitLab derives from the user's membership", async () => {
     const alice = await kubectlWith("pat:42:pat-alice");
     expect(await whoami(alice)).toEqual({
       username: "gitlab:user:alice",
-      groups: ["gitlab:user", "gitlab:project_role:100:developer"],
+      // A Developer of group/app (listed in user_access): every role up to developer; no group role.
+      groups: [
+        "gitlab:user",
+        "gitlab:project_role:100:guest",
+        "gitlab:project_role:100:reporter",
+        "gitlab:project_role:100:developer",
+      ],
       extra: {
         "agent.gitlab.com/id": ["42"],
         "agent.gitlab.com/username": ["alice"],
@@ -352,7 +348,13 @@ describe("users through kas", () => {
       expect(res.headers.get("access-control-allow-credentials")).toBe("true");
       const review = (await res.json()) as { status: { userInfo: UserInfo } };
       expect(review.status.userInfo.username).toBe("gitlab:user:carol");
-      expect(review.status.userInfo.groups).toEqual(["gitlab:user", "gitlab:group_role:55:maintainer"]);
+      // A Maintainer of group (listed in user_access), so of group/app too (also listed).
+      const upToMaintainer = ["guest", "reporter", "developer", "maintainer"];
+      expect(review.status.userInfo.groups).toEqual([
+        "gitlab:user",
+        ...upToMaintainer.map((r) => `gitlab:project_role:100:${r}`),
+        ...upToMaintainer.map((r) => `gitlab:group_role:55:${r}`),
+      ]);
       const seen = kube.requests.at(-1)!;
       expect(seen.headers.cookie).toBeUndefined();
       expect(seen.headers["gitlab-agent-id"]).toBeUndefined();

@@ -1,45 +1,60 @@
 // GitLab's allowed_agents body is input: whatever GitLab (or a proxy in between) returns is either
-// read or refused as an unexpected answer, never thrown as anything else; GitLab's rendering of a
-// job (the test server's, Rails' field names) reads back as the job, protected_branches_only included.
+// read or refused as an unexpected answer, never thrown as anything else; GitLab's rendering of an
+// answer (the test server's, Rails' field names) reads back as the answer, protected_branches_only
+// included. (Which entries GitLab keeps is the test server's model's to say: test/support/gitlab.)
 import fc from "fast-check";
 import { describe, expect, test } from "vitest";
 import { GitLabError, parseAllowedAgentsResponse } from "../../../tool/gitlab/index.ts";
-import { allowedAgentsBody, type TestJob } from "../../support/gitlab-api.ts";
+import { type AllowedAgentsAnswer, allowedAgentsBody } from "../../support/gitlab-api.ts";
 
 const id = fc.integer({ min: 1, max: 2 ** 31 });
-const jobArb: fc.Arbitrary<TestJob> = fc.record({
-  jobId: id,
-  pipelineId: id,
-  project: fc.record({ id, path: fc.constant("group/app"), groups: fc.array(id, { maxLength: 3 }) }),
-  user: fc.record({ id, username: fc.string({ minLength: 1 }) }),
-  protectedRef: fc.boolean(),
-  allowedAgents: fc.array(
-    fc.record({
+const path = fc.stringMatching(/^[a-z][a-z0-9-]{0,8}(\/[a-z][a-z0-9-]{0,8}){0,2}$/);
+const answerArb: fc.Arbitrary<AllowedAgentsAnswer> = fc.record(
+  {
+    job: fc.record({ id }),
+    pipeline: fc.record({ id }),
+    project: fc.record({ id, path, groups: fc.array(fc.record({ id, path }), { maxLength: 3 }) }),
+    user: fc.record({
       id,
-      configProjectId: id,
-      configuration: fc.record(
-        { protected_branches_only: fc.boolean(), default_namespace: fc.string({ minLength: 1 }) },
-        { requiredKeys: [] },
-      ),
+      username: fc.string({ minLength: 1 }),
+      roles: fc.subarray(["guest", "reporter", "developer"]),
     }),
-    { maxLength: 4 },
-  ),
-});
+    environment: fc.record({ slug: fc.string({ minLength: 1 }), tier: fc.string() }),
+    authorizations: fc.array(
+      fc.record({
+        agentId: id,
+        configProject: fc.record({ id, path }),
+        config: fc.record(
+          { protected_branches_only: fc.boolean(), default_namespace: fc.string({ minLength: 1 }) },
+          { requiredKeys: [] },
+        ),
+      }),
+      { maxLength: 4 },
+    ),
+  },
+  { requiredKeys: ["job", "pipeline", "project", "user", "authorizations"] },
+);
 
 describe("parseAllowedAgentsResponse", () => {
-  test("GitLab's rendering of a job reads back: the kept entries, protected_branches_only as set", () => {
+  test("GitLab's rendering of an answer reads back: the agents, protected_branches_only as set, the job", () => {
     fc.assert(
-      fc.property(jobArb, (job) => {
-        const parsed = parseAllowedAgentsResponse(JSON.parse(JSON.stringify(allowedAgentsBody(job))));
-        // Rails keeps entries requiring a protected ref only when the ref is protected.
-        const kept = job.allowedAgents.filter(
-          (a) => job.protectedRef || a.configuration?.protected_branches_only !== true,
+      fc.property(answerArb, (answer) => {
+        const parsed = parseAllowedAgentsResponse(JSON.parse(JSON.stringify(allowedAgentsBody(answer))));
+        expect(parsed.allowedAgents.map((a) => [a.id, a.configProjectId])).toEqual(
+          answer.authorizations.map((a) => [String(a.agentId), String(a.configProject.id)]),
         );
-        expect(parsed.allowedAgents.map((a) => a.id)).toEqual(kept.map((a) => String(a.id)));
         expect(parsed.allowedAgents.map((a) => a.configuration.protectedBranchesOnly === true)).toEqual(
-          kept.map((a) => a.configuration?.protected_branches_only === true),
+          answer.authorizations.map((a) => a.config.protected_branches_only === true),
         );
-        expect(parsed.job.id).toBe(String(job.jobId));
+        expect(parsed.allowedAgents.map((a) => a.configuration.defaultNamespace)).toEqual(
+          answer.authorizations.map((a) => a.config.default_namespace),
+        );
+        expect(parsed.job.id).toBe(String(answer.job.id));
+        expect(parsed.pipeline.id).toBe(String(answer.pipeline.id));
+        expect(parsed.project.groups.map((g) => g.id)).toEqual(
+          answer.project.groups.map((g) => String(g.id)),
+        );
+        expect(parsed.environment).toEqual(answer.environment);
       }),
     );
   });
@@ -47,10 +62,10 @@ describe("parseAllowedAgentsResponse", () => {
   test("anything else is read or refused as GitLab's unexpected answer, never thrown otherwise", () => {
     const body = fc.oneof(
       fc.jsonValue(),
-      jobArb.chain((job) =>
+      answerArb.chain((answer) =>
         fc.jsonValue().map((junk) => {
           // A valid body with one configuration field replaced by junk.
-          const b = allowedAgentsBody(job) as {
+          const b = allowedAgentsBody(answer) as {
             allowed_agents: { configuration: Record<string, unknown> }[];
           };
           if (b.allowed_agents[0]) b.allowed_agents[0].configuration.protected_branches_only = junk;

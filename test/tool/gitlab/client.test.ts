@@ -29,19 +29,16 @@ beforeAll(async () => {
     agents: { [TOKEN]: { agentId: 42, projectId: 7, agentName: "prod" } },
     projects: [{ projectId: 99, path: "group/manifests" }],
   });
-  gitlab.addJob("job-a", {
-    jobId: 9,
-    pipelineId: 8,
-    project: { id: 100, path: "group/app", groups: [] },
-    user: { id: 5, username: "runner" },
-    allowedAgents: [{ id: 42, configProjectId: 7 }],
+  // GitLab's copy of agent 42's configuration (what kas's post sets): group/app's jobs and its
+  // Developers may use the agent.
+  gitlab.addProject({ projectId: 100, path: "group/app" });
+  gitlab.takeConfiguration(42, {
+    ci_access: { projects: [{ id: "group/app" }] },
+    user_access: { access_as: { agent: {} }, projects: [{ id: "group/app" }] },
   });
-  gitlab.addProxyUser("pat-a", {
-    id: 11,
-    username: "alice",
-    accessType: "personal_access_token",
-    agents: { 42: { configProjectId: 7, accessAs: { agent: {} } } },
-  });
+  gitlab.addJob("job-a", { jobId: 9, pipelineId: 8, projectId: 100, user: { id: 5, username: "runner" } });
+  gitlab.addProxyUser("pat-a", { id: 11, username: "alice", accessType: "personal_access_token" });
+  gitlab.addMember(11, { projectId: 100 }, "developer");
   client = new GitLabClient({ gitlabUrl: gitlab.url, secret, maxAttempts: 2, backoff: { initialMs: 5 } });
 });
 afterAll(async () => {

@@ -1,6 +1,8 @@
 // kas's calls to GitLab for the Kubernetes API proxy against the GitLab API test server: the wire
 // (Job-Token, kas's JWT, the JSON body), GitLab's answers read, and the cache (one request per
 // token however many callers at once; refusals for the error TTL; "GitLab down" never cached).
+// No kas configuration module runs here: GitLab's copy of the agents' configurations is set through
+// the same path kas's agent_configuration post takes (takeConfiguration).
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { ProxyAccessError } from "../../../../modules/kubernetes_api/kas/access.ts";
@@ -21,22 +23,33 @@ const calls = (path: string) => gitlab.requests.filter((r) => r.path === path).l
 beforeAll(async () => {
   const secret = new Uint8Array(randomBytes(32));
   gitlab = await GitLabApiServer.start({ secret });
+  // Agents 42 and 43, both configured in group/project-7; group (55) > group/sub (56) > group/sub/app.
+  gitlab.addGroup({ id: 55, path: "group" });
+  gitlab.addGroup({ id: 56, path: "group/sub" });
+  gitlab.addAgent("agent-42-token", { agentId: 42, projectId: 7, agentName: "prod" });
+  gitlab.addAgent("agent-43-token", { agentId: 43, projectId: 7, agentName: "other" });
+  gitlab.addProject({ projectId: 100, path: "group/sub/app" });
+  gitlab.addProject({ projectId: 104, path: "group/release" });
+  gitlab.addProject({ projectId: 1, path: "a/b" });
+  gitlab.takeConfiguration(42, {
+    ci_access: {
+      projects: [
+        { id: "group/sub/app", default_namespace: "apps", access_as: { ci_job: {} } },
+        { id: "group/release", protected_branches_only: true },
+      ],
+    },
+    user_access: { access_as: { agent: {} }, projects: [{ id: "group/sub/app" }] },
+  });
+  gitlab.takeConfiguration(43, { ci_access: { projects: [{ id: "group/release" }] } });
   gitlab.addJob("job-a", {
     jobId: 9,
     pipelineId: 8,
-    project: { id: 100, path: "group/app", groups: [55, 56] },
+    projectId: 100,
     user: { id: 5, username: "runner" },
-    environment: { slug: "prod", tier: "production" },
-    allowedAgents: [
-      { id: 42, configProjectId: 7, configuration: { default_namespace: "apps", access_as: { ci_job: {} } } },
-    ],
+    environment: { name: "prod", tier: "production" },
   });
-  gitlab.addProxyUser("pat-a", {
-    id: 11,
-    username: "alice",
-    accessType: "personal_access_token",
-    agents: { 42: { configProjectId: 7, accessAs: { agent: {} } } },
-  });
+  gitlab.addProxyUser("pat-a", { id: 11, username: "alice", accessType: "personal_access_token" });
+  gitlab.addMember(11, { projectId: 100 }, "developer");
   client = new GitLabClient({ gitlabUrl: gitlab.url, secret, maxAttempts: 1 });
   gl = new GitLabProxyAuthorization(client, {
     ttlMs: 1000,
@@ -73,7 +86,14 @@ describe("allowed_agents", () => {
       ],
       job: { id: "9" },
       pipeline: { id: "8" },
-      project: { id: "100", path: "group/app", groups: [{ id: "55" }, { id: "56" }] },
+      project: {
+        id: "100",
+        path: "group/sub/app",
+        groups: [
+          { id: "55", path: "group" },
+          { id: "56", path: "group/sub" },
+        ],
+      },
       user: { id: "5", username: "runner" },
       environment: { slug: "prod", tier: "production" },
     });
@@ -96,13 +116,8 @@ describe("allowed_agents", () => {
 
     gitlab.failNext({ status: 500 });
     expect((await refusal(gl.allowedAgentsForJob("job-b"))).status).toBe(503);
-    gitlab.addJob("job-b", {
-      jobId: 1,
-      pipelineId: 1,
-      project: { id: 1, path: "a/b", groups: [] },
-      user: { id: 1, username: "u" },
-      allowedAgents: [],
-    });
+    // A project outside the agents' root group: none of their ci_access counts for it.
+    gitlab.addJob("job-b", { jobId: 1, pipelineId: 1, projectId: 1, user: { id: 1, username: "u" } });
     expect((await gl.allowedAgentsForJob("job-b")).allowedAgents).toEqual([]);
 
     gitlab.failNext({ status: 200, body: JSON.stringify({ allowed_agents: [], job: { id: 1 } }) });
@@ -114,16 +129,13 @@ describe("allowed_agents", () => {
 
 describe("allowed_agents and protected_branches_only", () => {
   test("GitLab keeps an entry with protected_branches_only only for a protected ref, and says so in its configuration", async () => {
+    // Agent 42's entry for group/release has protected_branches_only, agent 43's has not.
     const job = (protectedRef: boolean) => ({
       jobId: 2,
       pipelineId: 3,
-      project: { id: 100, path: "group/app", groups: [] },
+      projectId: 104,
       user: { id: 5, username: "runner" },
       protectedRef,
-      allowedAgents: [
-        { id: 42, configProjectId: 7, configuration: { protected_branches_only: true } },
-        { id: 43, configProjectId: 7, configuration: { protected_branches_only: false } },
-      ],
     });
     gitlab.addJob("job-protected", job(true));
     gitlab.addJob("job-unprotected", job(false));
