@@ -153,6 +153,22 @@ describe("ci_access: refreshed by each post (CiAccess::RefreshService), found pe
     await configure(42, {});
   });
 
+  test("an agent in a user's personal namespace: projects there only, no groups (its root is no group)", async () => {
+    gitlab.addUser({ id: 20, username: "dave" });
+    gitlab.addProject({ projectId: 40, path: "dave/tool" });
+    gitlab.addAgent("token-44", { agentId: 44, projectId: 41, agentName: "own", projectPath: "dave/agents" });
+    gitlab.takeConfiguration(44, {
+      ci_access: { projects: [{ id: "dave/tool" }, { id: P.other.path }], groups: [{ id: "acme" }] },
+    });
+    expect((await allowed({ projectId: 40 })).agents).toEqual([[44, {}]]);
+    expect((await allowed({ projectId: 40 })).body.project).toEqual({
+      id: 40,
+      path_with_namespace: "dave/tool",
+      groups: [],
+    });
+    expect((await allowed(P.other)).agents).toEqual([]);
+  });
+
   test("a post for an agent GitLab does not know: 404 over the wire, an error through takeConfiguration; nothing taken", async () => {
     const taken = gitlab.postedConfigurations.length;
     expect((await post(AGENT_CONFIGURATION_PATH, { agent_id: 99, agent_config: {} })).status).toBe(404);
