@@ -10,6 +10,7 @@ import { EventEmitter, once } from "node:events";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { jwtVerify } from "jose";
+import { GitLabUsageMetrics, USAGE_METRICS_PATH } from "./gitlab-usage-metrics.ts";
 
 export interface TestAgent {
   agentId: number;
@@ -133,6 +134,8 @@ export class GitLabApiServer {
   readonly postedConfigurations: PostedConfiguration[] = [];
   readonly #hanging = new Set<ServerResponse>();
   readonly requests: RecordedRequest[] = [];
+  /** usage_metrics: its reports, and its faults (gitlab-usage-metrics.ts). */
+  readonly usageMetrics = new GitLabUsageMetrics();
   readonly #prefix: string;
   readonly #events = new EventEmitter();
   url = "";
@@ -257,6 +260,7 @@ export class GitLabApiServer {
     };
     this.requests.push(record);
     this.#events.emit("request");
+    if (path === USAGE_METRICS_PATH) return this.usageMetrics.handle(req, res, jwt.ok, record);
     const reply = (status: number, body: unknown, raw = false) => {
       record.status = status;
       const text = raw ? String(body) : JSON.stringify(body);
