@@ -22,7 +22,7 @@ import { until } from "../../support/until.ts";
 
 const MANIFESTS = "group/manifests";
 const MANIFESTS_ID = 777;
-const WAIT = 10_000;
+const WAIT = 20_000;
 
 let dir: string;
 let kube: KubeApiServer;
