@@ -18,6 +18,7 @@ import { observabilityModule } from "../../modules/observability/module.ts";
 import type { AgentSession, KasModuleDeps, KasModuleFactory } from "../../modules/runtime/index.ts";
 import { AgentConfigurations, ModuleRunner } from "../../modules/runtime/index.ts";
 import { serviceProxyModule } from "../../modules/service_proxy/kas/module.ts";
+import { usageMetricsKas } from "../../modules/usage_metrics/kas/module.ts";
 import { type AgentRpcServer, createAgentRpcServer } from "./agent-rpc.ts";
 import type { AgentListener } from "./agents/index.ts";
 import { ApiRouteTable, createGitLabRpcServer, type GitLabRpcServer } from "./api/index.ts";
@@ -175,7 +176,8 @@ function composeKas(
 ): { runner: ModuleRunner<KasModuleDeps>; deps: KasModuleDeps } {
   const { config, log, metrics } = base;
   const fronts = createFronts(base);
-  const runner = new ModuleRunner(kasModules(base, parts, fronts, published));
+  const usage = usageMetricsKas({ periodMs: config.observability.usageReportingPeriodMs }, metrics.registry);
+  const runner = new ModuleRunner(kasModules(base, parts, fronts, published, usage.module));
   const deps: KasModuleDeps = {
     log,
     registry: metrics.registry,
@@ -193,6 +195,7 @@ function composeKas(
     broadcast: parts.shared.broadcast,
     configurations: new AgentConfigurations(),
     connectionLimits: config.connectionLimits,
+    usage: usage.tracker,
     ...(parts.shared.redis && { redis: parts.shared.redis }),
     ...(parts.gitlab && { gitlab: parts.gitlab }),
   };
@@ -205,6 +208,7 @@ function kasModules(
   parts: KasParts,
   { api, gitlabRpc, agentRpc }: KasFronts,
   published: KasPublished,
+  usageMetrics: KasModuleFactory,
 ): KasModuleFactory[] {
   const { admission, authenticator, tokenRecheck, proxyAccess } = parts;
   return [
@@ -238,6 +242,7 @@ function kasModules(
       },
     }),
     agentRpcModule(agentRpc),
+    usageMetrics,
     agentTrackerModule((t) => {
       published.tracker = t;
     }),

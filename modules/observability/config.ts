@@ -3,6 +3,7 @@ import { z } from "zod";
 import { flag } from "../../tool/config/flags.ts";
 import {
   addressSetting,
+  durationSetting,
   listenNetworkSetting,
   logLevelSetting,
   notUsedSetting,
@@ -11,7 +12,6 @@ import {
 import {
   parseAnyString,
   parseBool,
-  parseDuration,
   parseListenAddress,
   parseLogLevel,
   parseOneOf,
@@ -25,11 +25,9 @@ const SENTRY = "this kas does not send errors to Sentry";
 const PROFILER = "this kas does not run the Google Cloud Profiler";
 
 export const observabilityKasSection = z.object({
-  // GitLab's kas reports usage counts to GitLab; this one exports them as Prometheus metrics only.
-  usageReportingPeriodMs: notUsedSetting(parseDuration, {
-    kind: "duration",
-    doc: "GitLab's: how often usage counts are sent to GitLab.",
-    notUsed: "this kas does not send usage counts to GitLab (they are Prometheus metrics)",
+  usageReportingPeriodMs: durationSetting({
+    default: "1m",
+    doc: "How often usage counts are sent to GitLab (usage_metrics); 0s: never.",
   }),
   listen: z.object({
     network: listenNetworkSetting(),

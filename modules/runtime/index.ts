@@ -51,3 +51,12 @@ export {
 export * from "./repositories.ts";
 export { callingAgent, callSignal, deadlinePassed, positiveId, rpcError } from "./rpc-call.ts";
 export { ModuleCloseError, ModuleRunner } from "./runner.ts";
+export {
+  isGitLabId,
+  type UniqueUsageCounter,
+  type UsageCounter,
+  type UsageData,
+  type UsageRegistry,
+  UsageTracker,
+  type UsageTrackerOptions,
+} from "./usage.ts";

@@ -18,6 +18,7 @@ import type { AgentInfo } from "./agent-info.ts";
 import type { AgentConfigurations } from "./configurations.ts";
 import type { ModuleFactory } from "./module.ts";
 import type { RepositoryLocation, RepositoryReader } from "./repositories.ts";
+import type { UsageRegistry } from "./usage.ts";
 
 /** What kas knows about the agent at the other end of a tunnel (`session.identity`). */
 export interface AgentIdentity extends AgentInfo {
@@ -165,6 +166,8 @@ export interface KasModuleDeps {
   redis?: KasRedis;
   /** What every listener bounds its connections by (kas's connection_limits). */
   connectionLimits: ConnectionLimits;
+  /** Usage counts reported to GitLab (the usage_metrics module): register them while being built. */
+  usage: UsageRegistry;
 }
 
 export type KasModuleFactory = ModuleFactory<KasModuleDeps>;

@@ -17,11 +17,11 @@ import { jwtVerify } from "jose";
 import { AgentAuthorizations } from "./gitlab/agent-authorizations.ts";
 import { allowedAgentsBody } from "./gitlab/allowed-agents-body.ts";
 import { type Group, Namespaces, type Project, type Role, type User } from "./gitlab/namespaces.ts";
-import { readUsageMetrics, type UsageMetrics } from "./gitlab/usage-metrics.ts";
+import { GitLabUsageMetrics, USAGE_METRICS_PATH, type UsageMetrics } from "./gitlab/usage-metrics.ts";
 
 export type { AllowedAgentsAnswer } from "./gitlab/allowed-agents-body.ts";
 export type { UsageMetrics };
-export { allowedAgentsBody };
+export { allowedAgentsBody, USAGE_METRICS_PATH };
 
 export interface TestAgent {
   agentId: number;
@@ -114,7 +114,6 @@ export const PROJECT_INFO_PATH = "/api/v4/internal/kubernetes/project_info";
 export const ALLOWED_AGENTS_PATH = "/api/v4/job/allowed_agents";
 export const AUTHORIZE_PROXY_USER_PATH = "/api/v4/internal/kubernetes/authorize_proxy_user";
 export const AGENT_CONFIGURATION_PATH = "/api/v4/internal/kubernetes/agent_configuration";
-export const USAGE_METRICS_PATH = "/api/v4/internal/kubernetes/usage_metrics";
 
 /** An agent_configuration POST GitLab took (204): the agent and its config.yaml as kas sent it. */
 export interface PostedConfiguration {
@@ -134,13 +133,12 @@ export class GitLabApiServer {
   readonly #refusals = new Map<string, 403 | 404>();
   readonly #faults: Fault[] = [];
   readonly #postFaults: number[] = [];
-  readonly #usageFaults: number[] = [];
   /** Every agent_configuration POST GitLab took, in order. */
   readonly postedConfigurations: PostedConfiguration[] = [];
-  /** Every usage_metrics POST GitLab took (204), in order: what Rails counted from each. */
-  readonly usageMetrics: UsageMetrics[] = [];
   readonly #hanging = new Set<ServerResponse>();
   readonly requests: RecordedRequest[] = [];
+  /** usage_metrics: its reports, and its faults (gitlab/usage-metrics.ts). */
+  readonly usageMetrics = new GitLabUsageMetrics();
   readonly #prefix: string;
   readonly #events = new EventEmitter();
   url = "";
@@ -237,25 +235,6 @@ export class GitLabApiServer {
     return this.postedConfigurations[count - 1]!;
   }
 
-  /** Resolves once `count` usage_metrics posts have been taken in all; rejects after `timeoutMs`. */
-  async waitForUsageMetrics(count: number, timeoutMs = 10_000): Promise<UsageMetrics> {
-    const signal = AbortSignal.timeout(timeoutMs);
-    try {
-      while (this.usageMetrics.length < count) await once(this.#events, "usage_metrics", { signal });
-    } catch (err) {
-      if (!signal.aborted) throw err;
-      throw new Error(
-        `timed out after ${timeoutMs} ms waiting for usage_metrics post #${count} (${this.usageMetrics.length} taken)`,
-      );
-    }
-    return this.usageMetrics[count - 1]!;
-  }
-
-  /** The next `statuses.length` usage_metrics POSTs are answered with these statuses, in order (not recorded). */
-  failNextUsageMetricsPosts(...statuses: number[]): void {
-    this.#usageFaults.push(...statuses);
-  }
-
   /** Requests to the Kubernetes API proxy's two endpoints (allowed_agents, authorize_proxy_user) so far. */
   get proxyAuthRequests(): number {
     return this.requests.filter((r) => r.path === ALLOWED_AGENTS_PATH || r.path === AUTHORIZE_PROXY_USER_PATH)
@@ -335,13 +314,14 @@ export class GitLabApiServer {
     };
     this.requests.push(record);
     this.#events.emit("request");
+    if (path === USAGE_METRICS_PATH) return this.usageMetrics.handle(req, res, jwt.ok, record);
     const reply = (status: number, body: unknown, raw = false) => {
       record.status = status;
       const text = raw ? String(body) : JSON.stringify(body);
       res.writeHead(status, { "content-type": "application/json" }).end(text);
     };
 
-    const posts = [AUTHORIZE_PROXY_USER_PATH, AGENT_CONFIGURATION_PATH, USAGE_METRICS_PATH];
+    const posts = [AUTHORIZE_PROXY_USER_PATH, AGENT_CONFIGURATION_PATH];
     const known = [AGENT_INFO_PATH, PROJECT_INFO_PATH, ALLOWED_AGENTS_PATH, ...posts];
     if (!known.includes(path)) return reply(404, { message: "404 Not Found" });
     const method = posts.includes(path) ? "POST" : "GET";
@@ -358,15 +338,6 @@ export class GitLabApiServer {
     }
     // Their own faults: agent_info's (failNext) must not be taken by a post running beside it.
     if (path === AGENT_CONFIGURATION_PATH) return this.#agentConfiguration(record, reply);
-    if (path === USAGE_METRICS_PATH) {
-      const status = this.#usageFaults.shift();
-      if (status !== undefined) return reply(status, { message: `${status} fault` });
-      const read = readUsageMetrics(record.body);
-      if (!read.ok) return reply(400, read.error);
-      this.usageMetrics.push(read.metrics);
-      this.#events.emit("usage_metrics");
-      return reply(204, "", true);
-    }
     const fault = this.#faults.shift();
     if (fault === "hang") {
       this.#hanging.add(res);

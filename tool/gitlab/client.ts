@@ -62,6 +62,13 @@ export interface GitLabRequest<T> {
   headers: Record<string, string>;
   /** A body, sent as JSON. */
   json?: unknown;
+  /** A body already written as JSON (e.g. int64 ids kept exact); instead of `json`. */
+  jsonText?: string;
+  /**
+   * One attempt, never retried: the caller tries again later by itself (usage_metrics, as GitLab's
+   * kas's `WithoutRetries`).
+   */
+  once?: boolean;
   refusals: GitLabRefusals;
   /**
    * Reads a 200's JSON body (a 204's: `undefined`); throws an `unavailable` GitLabError (see
@@ -139,7 +146,7 @@ export class GitLabClient {
         );
         return this.#interpret(status, body, req);
       } catch (err) {
-        if (!(err instanceof GitLabError) || !err.retryable || signal?.aborted) throw err;
+        if (!(err instanceof GitLabError) || !err.retryable || req.once || signal?.aborted) throw err;
         const delay = backoff.next();
         const exhausted = attempt >= this.#maxAttempts || Date.now() + delay >= deadline;
         const { what } = req.refusals;
@@ -160,6 +167,7 @@ export class GitLabClient {
     signal: AbortSignal | undefined,
   ): Promise<{ status: number; body: string }> {
     const timeout = AbortSignal.timeout(Math.max(1, timeoutMs));
+    const payload = req.jsonText ?? (req.json !== undefined ? JSON.stringify(req.json) : undefined);
     let response: Dispatcher.ResponseData;
     try {
       response = await request(url, {
@@ -171,9 +179,9 @@ export class GitLabClient {
           [KAS_API_REQUEST_HEADER.toLowerCase()]: await signKasApiJwt(this.#secret),
           accept: "application/json",
           "user-agent": this.#userAgent,
-          ...(req.json !== undefined && { "content-type": "application/json" }),
+          ...(payload !== undefined && { "content-type": "application/json" }),
         },
-        ...(req.json !== undefined && { body: JSON.stringify(req.json) }),
+        ...(payload !== undefined && { body: payload }),
       });
     } catch (err) {
       if (signal?.aborted) throw signal.reason;

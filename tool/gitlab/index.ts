@@ -53,3 +53,10 @@ export {
   parseProjectInfoResponse,
 } from "./project-info.ts";
 export { Reader } from "./reader.ts";
+export {
+  parseUsageMetricsResponse,
+  postUsageMetrics,
+  USAGE_METRICS_PATH,
+  type UsageMetrics,
+  usageMetricsBody,
+} from "./usage-metrics.ts";

@@ -216,6 +216,7 @@ class ManifestStream {
     }
     await this.#send({ trailer: {} });
     metrics.commitsSent.inc();
+    this.#deps.syncs?.inc();
     const bytes = files.reduce((n, f) => n + f.data.length, 0);
     await store.put(agent.agentId, project, "sent", {
       commitId: commit,

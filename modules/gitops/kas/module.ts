@@ -8,6 +8,7 @@ import { createGitopsMetrics } from "./metrics.ts";
 import { gitopsRoute } from "./routes.ts";
 import { addGitopsService } from "./rpc.ts";
 import { MemoryStatusStore, RedisStatusStore } from "./status-store.ts";
+import { pushUsageCounters } from "./usage.ts";
 import { RefWatches } from "./watches.ts";
 
 /** How long the API keeps showing an agent's GitOps state after its last write. */
@@ -17,19 +18,30 @@ export function gitopsModule(config: GitopsKasConfig): KasModuleFactory {
   return {
     name: "gitops",
     phase: Phase.capability,
-    create({ log, registry, repositories, projects, broadcast, redis, agentRpc, api }) {
+    create({ log, registry, repositories, projects, broadcast, redis, agentRpc, api, usage }) {
       const metrics = createGitopsMetrics(registry);
       const watches = new RefWatches({ repositories, pollPeriodMs: config.pollPeriodMs, metrics, log });
+      const notifications = pushUsageCounters(usage, watches);
       const store = redis
         ? new RedisStatusStore(redis, STATUS_TTL_MS, log)
         : new MemoryStatusStore(STATUS_TTL_MS);
-      addGitopsService({ rpc: agentRpc, projects, repositories, watches, store, metrics, config, log });
+      addGitopsService({
+        rpc: agentRpc,
+        projects,
+        repositories,
+        watches,
+        store,
+        metrics,
+        syncs: usage.counter("gitops_sync"),
+        config,
+        log,
+      });
       api.add(gitopsRoute(store));
       let stopListening = () => {};
       return {
         name: "gitops",
         start() {
-          stopListening = pollOnGitPush(broadcast, log, watches, metrics.pushes);
+          stopListening = pollOnGitPush(broadcast, log, notifications, metrics.pushes);
         },
         drain() {
           stopListening();

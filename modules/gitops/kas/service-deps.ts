@@ -1,7 +1,7 @@
 // What the GitOps service's handlers share: their dependencies, and how a refusal becomes a status.
 import * as grpc from "@grpc/grpc-js";
 import type { Logger } from "../../../tool/observability/index.ts";
-import type { AgentRpc, ProjectAccess, RepositoryReader } from "../../runtime/index.ts";
+import type { AgentRpc, ProjectAccess, RepositoryReader, UsageCounter } from "../../runtime/index.ts";
 import type { GitopsKasConfig } from "./config.ts";
 import type { GitopsMetrics } from "./metrics.ts";
 import type { GitopsStatusStore } from "./status-store.ts";
@@ -14,6 +14,8 @@ export interface GitopsServiceDeps {
   watches: Pick<RefWatches, "subscribe">;
   store: GitopsStatusStore;
   metrics: GitopsMetrics;
+  /** GitLab's `gitops_sync` usage count: commits sent to agents. */
+  syncs?: UsageCounter;
   config: GitopsKasConfig;
   log: Logger;
 }

@@ -85,11 +85,24 @@ export class RefWatches extends PollWatches<Watch> {
 
   /** A push to `project` polls every watch one of whose streams follows it. */
   protected follows(watch: Watch, project: PushedProject): boolean {
-    return [...watch.subscribers.values()].some(
-      (s) =>
-        (project.id !== undefined && s.projectNames.includes(project.id)) ||
-        (project.fullPath !== undefined && s.projectNames.includes(project.fullPath)),
-    );
+    return [...watch.subscribers.values()].some((s) => followsProject(s, project));
+  }
+
+  /**
+   * The agents whose streams here follow `project`, each told of a push to it; and the project's
+   * numeric id, from the push or from a stream that knows it.
+   */
+  agentsFollowing(project: PushedProject): { agents: Set<string>; projectId: string | undefined } {
+    const agents = new Set<string>();
+    let projectId = project.id;
+    for (const watch of this.watches()) {
+      for (const s of watch.subscribers.values()) {
+        if (!followsProject(s, project)) continue;
+        agents.add(s.agentId);
+        projectId ??= s.projectNames.find((n) => /^[1-9]\d*$/.test(n));
+      }
+    }
+    return { agents, projectId };
   }
 
   /** One poll: true when the ref was reached (the loop backs off after false). */
@@ -124,4 +137,12 @@ export class RefWatches extends PollWatches<Watch> {
   #deliver(listener: Listener, event: RefEvent): void {
     this.deliver(listener, event, "gitops ref listener failed");
   }
+}
+
+/** Whether subscription `s` follows `project` by one of the names a push gives it. */
+function followsProject(s: RefSubscription, project: PushedProject): boolean {
+  return (
+    (project.id !== undefined && s.projectNames.includes(project.id)) ||
+    (project.fullPath !== undefined && s.projectNames.includes(project.fullPath))
+  );
 }

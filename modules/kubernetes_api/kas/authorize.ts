@@ -7,6 +7,7 @@ import { ciAuthorization, userAccessAs } from "./access-rules.ts";
 import { parseProxyCredentials } from "./credentials.ts";
 import type { AllowedAgentsForJob, CiAccessAs, Impersonation, ProxyGitLab } from "./gitlab-answers.ts";
 import { ciJobIdentity, ciUserIdentity, userIdentity } from "./impersonation.ts";
+import type { CountProxyRequest } from "./usage.ts";
 
 export interface ProxyAuthorizationOptions {
   /** The agent a static dev token belongs to (rejects with a ProxyAccessError); absent: none accepted. */
@@ -14,6 +15,8 @@ export interface ProxyAuthorizationOptions {
   /** GitLab, for CI jobs and users; absent (no gitlab.address): they are refused. */
   gitlab?: ProxyGitLab;
   configurations: AgentConfigurations;
+  /** Usage counts for GitLab: each request GitLab vouched for, once authorized. */
+  count?: CountProxyRequest;
 }
 
 export function authorizeProxyRequest(o: ProxyAuthorizationOptions): AuthorizeProxyRequest {
@@ -31,7 +34,9 @@ export function authorizeProxyRequest(o: ProxyAuthorizationOptions): AuthorizePr
       }
       case "ci_job": {
         const job = await needGitLab("CI job tokens").allowedAgentsForJob(creds.jobToken, signal);
-        return ciJobAccessOnce(creds.agentId, job, await o.configurations.get(creds.agentId));
+        const access = ciJobAccessOnce(creds.agentId, job, await o.configurations.get(creds.agentId));
+        o.count?.("ci_access", creds.agentId, job.user.id);
+        return access;
       }
       default: {
         const { agentId } = creds;
@@ -53,7 +58,9 @@ export function authorizeProxyRequest(o: ProxyAuthorizationOptions): AuthorizePr
           : (auth.accessAs as { user?: unknown }).user !== undefined
             ? "user"
             : "agent";
-        return proxyAccess(agentId, as === "agent" ? undefined : userIdentity(auth, creds.kind));
+        const access = proxyAccess(agentId, as === "agent" ? undefined : userIdentity(auth, creds.kind));
+        o.count?.(creds.kind === "session_cookie" ? "user_access" : "pat_access", agentId, auth.user.id);
+        return access;
       }
     }
   };

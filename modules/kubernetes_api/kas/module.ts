@@ -15,6 +15,7 @@ import { kubeconfigRoute } from "./kubeconfig-route.ts";
 import { proxyTls } from "./listener-tls.ts";
 import { GitLabProxyAuthorization } from "./proxy-gitlab.ts";
 import { serveKubernetesProxy } from "./proxy-server.ts";
+import { type CountProxyRequest, proxyUsageCounters } from "./usage.ts";
 
 /**
  * Who may use the proxy besides CI jobs and users (whom GitLab vouches for, through `deps.gitlab`),
@@ -38,6 +39,8 @@ export function kubernetesApiModule(
   dataDir: string,
 ): KasModuleFactory {
   let listening: Listening | undefined;
+  /** Registered while the module is built (usage names are taken once). */
+  let count: CountProxyRequest | undefined;
   // A front: it starts last and stops first (no new requests; those in flight get the grace period).
   const front = listenerModule<KasModuleDeps>(
     "kubernetes_api",
@@ -61,6 +64,7 @@ export function kubernetesApiModule(
           ...(access.agentToken && { agentToken: access.agentToken }),
           ...(gitlabAnswers && { gitlab: gitlabAnswers }),
           configurations,
+          ...(count && { count }),
         }),
         proxy: agentHttp,
         metrics: requests,
@@ -80,6 +84,7 @@ export function kubernetesApiModule(
   return {
     ...front,
     create(deps) {
+      count = proxyUsageCounters(deps.usage);
       deps.api.add(
         kubeconfigRoute({
           config: bound,

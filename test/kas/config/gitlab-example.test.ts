@@ -46,6 +46,7 @@ describe("GitLab's kas example configuration", () => {
       keyPrefix: "gitlab-kas",
     });
     expect(config.api.listen.maxConnectionAgeMs).toBe(7_200_000);
+    expect(config.observability.usageReportingPeriodMs).toBe(60_000);
     const secrets = await readKasSecrets(config);
     expect(secrets.redisPassword).toBeTruthy();
   });
@@ -59,7 +60,6 @@ describe("GitLab's kas example configuration", () => {
       "agent.redis_conn_info_ttl, agent.redis_conn_info_refresh, agent.redis_conn_info_gc are GitLab's settings; this kas times its Redis records of connected agents itself",
       "agent.kubernetes_api.listen.listen_grace_period is GitLab's setting; this kas keeps every listener accepting for shutdown_drain_delay after SIGTERM",
       "agent.kubernetes_api.listen.shutdown_grace_period is GitLab's setting; this kas gives in-flight requests of every listener shutdown_grace_period",
-      "observability.usage_reporting_period is GitLab's setting; this kas does not send usage counts to GitLab (they are Prometheus metrics)",
       "observability.logging.grpc_level is GitLab's setting; this kas has no gRPC library log of its own (observability.logging.level covers everything)",
       "observability.sentry is GitLab's setting; this kas does not send errors to Sentry",
       "observability.google_profiler.enabled is GitLab's setting; this kas does not run the Google Cloud Profiler",

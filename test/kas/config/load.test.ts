@@ -76,6 +76,7 @@ describe("kas configuration", () => {
         clusterApiRateLimit: { refillRatePerSecond: 100, bucketSize: 200 },
       },
       observability: {
+        usageReportingPeriodMs: 60_000,
         listen: { address: { host: "127.0.0.1", port: 8151 } },
         prometheus: { urlPath: "/metrics" },
         livenessProbe: { urlPath: "/liveness" },

@@ -244,22 +244,22 @@ describe("user_access: refreshed by each post (UserAccess::RefreshService), answ
 
 describe("usage_metrics (API::Internal::Kubernetes)", () => {
   test("204 and recorded: the counters Rails counts (others dropped), integers as Grape coerces them", async () => {
-    const taken = gitlab.usageMetrics.length;
+    const taken = gitlab.usageMetrics.posts.length;
     const res = await post(USAGE_METRICS_PATH, {
       counters: { k8s_api_proxy_request: 3, flux_git_push_notifications_total: "2", not_a_counter: 9 },
       unique_counters: { k8s_api_proxy_requests_unique_users_via_ci_access: [5, "6"] },
     });
     expect(res.status).toBe(204);
-    expect(await gitlab.waitForUsageMetrics(taken + 1)).toEqual({
+    expect(gitlab.usageMetrics.posts[taken]).toEqual({
       counters: { k8s_api_proxy_request: 3, flux_git_push_notifications_total: 2 },
       uniqueCounters: { k8s_api_proxy_requests_unique_users_via_ci_access: [5, 6] },
     });
     expect((await post(USAGE_METRICS_PATH, {})).status).toBe(204);
-    expect(gitlab.usageMetrics.at(-1)).toEqual({ counters: {}, uniqueCounters: {} });
+    expect(gitlab.usageMetrics.posts.at(-1)).toEqual({ counters: {}, uniqueCounters: {} });
   });
 
   test("400 for a body Rails refuses, 401 without kas's JWT, the statuses a test asks for: none recorded", async () => {
-    const taken = gitlab.usageMetrics.length;
+    const taken = gitlab.usageMetrics.posts.length;
     for (const body of [
       { counters: [] },
       { counters: { k8s_api_proxy_request: 1.5 } },
@@ -270,10 +270,11 @@ describe("usage_metrics (API::Internal::Kubernetes)", () => {
       expect((await post(USAGE_METRICS_PATH, body)).status, JSON.stringify(body)).toBe(400);
     }
     expect((await post(USAGE_METRICS_PATH, {}, false)).status).toBe(401);
-    gitlab.failNextUsageMetricsPosts(500, 503);
+    gitlab.usageMetrics.failNext(1, 500);
+    gitlab.usageMetrics.failNext(1, 503);
     expect((await post(USAGE_METRICS_PATH, {})).status).toBe(500);
     expect((await post(USAGE_METRICS_PATH, {})).status).toBe(503);
-    expect(gitlab.usageMetrics.length).toBe(taken);
+    expect(gitlab.usageMetrics.posts.length).toBe(taken);
     expect((await post(USAGE_METRICS_PATH, {})).status).toBe(204);
   });
 });

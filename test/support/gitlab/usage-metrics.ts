@@ -1,8 +1,13 @@
 // `POST /api/v4/internal/kubernetes/usage_metrics` as Rails takes it (API::Internal::Kubernetes,
-// AgentHelpers#increment_count_events / #increment_unique_events): Grape's validation of the body
-// (`counters`: a hash of integers, `unique_counters`: a hash of integer arrays), then only the
-// event names Rails counts (others are dropped silently, as `params[...].slice` does), a negative
-// count refused (KubernetesAgentCounter's ArgumentError: 400). GitLab answers 204.
+// AgentHelpers#increment_count_events / #increment_unique_events): kas's JWT first (401), Grape's
+// validation of the body (`counters`: a hash of integers, `unique_counters`: a hash of integer
+// arrays), then only the event names Rails counts (others are dropped silently, as
+// `params[...].slice` does), a negative count refused (KubernetesAgentCounter's ArgumentError: 400).
+// GitLab answers 204. The GitLab API test server (gitlab-api.ts) routes the path here.
+import { EventEmitter, once } from "node:events";
+import type { IncomingMessage, ServerResponse } from "node:http";
+
+export const USAGE_METRICS_PATH = "/api/v4/internal/kubernetes/usage_metrics";
 
 /** Counters Rails increments (`increment_count_events`' slice). */
 export const USAGE_COUNTERS = [
@@ -76,4 +81,104 @@ export function readUsageMetrics(
     }
   }
   return { ok: true, metrics };
+}
+
+export class GitLabUsageMetrics {
+  /** Reports taken, in order. */
+  readonly posts: UsageMetrics[] = [];
+  /** Every POST that reached the endpoint (taken or not), with the status it got. */
+  readonly attempts: { status: number; body: unknown }[] = [];
+  readonly #faults: number[] = [];
+  readonly #events = new EventEmitter();
+
+  /** The next `count` POSTs are answered with `status` (GitLab down: 500, 502, ...), nothing taken. */
+  failNext(count: number, status: number): void {
+    for (let i = 0; i < count; i++) this.#faults.push(status);
+  }
+
+  /** Sum of every counter taken, by name. */
+  counters(): Record<string, number> {
+    const sum: Record<string, number> = {};
+    for (const p of this.posts)
+      for (const [name, n] of Object.entries(p.counters)) sum[name] = (sum[name] ?? 0) + n;
+    return sum;
+  }
+
+  /** Every id taken, by unique counter name (sorted, once each: GitLab's HyperLogLog counts them once). */
+  uniqueCounters(): Record<string, number[]> {
+    const all = new Map<string, Set<number>>();
+    for (const p of this.posts) {
+      for (const [name, ids] of Object.entries(p.uniqueCounters)) {
+        const set = all.get(name) ?? new Set<number>();
+        for (const id of ids) set.add(id);
+        all.set(name, set);
+      }
+    }
+    return Object.fromEntries([...all].map(([n, set]) => [n, [...set].sort((a, b) => a - b)]));
+  }
+
+  /** Resolves once `predicate` holds after an attempt; rejects after `ms`. */
+  async waitFor(predicate: () => boolean, ms: number, what: string): Promise<void> {
+    const signal = AbortSignal.timeout(ms);
+    while (!predicate()) {
+      try {
+        await once(this.#events, "attempt", { signal });
+      } catch {
+        throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+      }
+    }
+  }
+
+  /** Answers one request to the path; `jwtOk`: kas's JWT verified; the status answered goes to `record`. */
+  async handle(
+    req: IncomingMessage,
+    res: ServerResponse,
+    jwtOk: boolean,
+    record: { status: number },
+  ): Promise<void> {
+    let body: unknown;
+    const status = await this.#answer(req, jwtOk, (b) => {
+      body = b;
+    });
+    const [code, json] = status;
+    if (code === 204) res.writeHead(204).end();
+    else res.writeHead(code, { "content-type": "application/json" }).end(JSON.stringify(json));
+    this.attempts.push({ status: code, body });
+    record.status = code;
+    this.#events.emit("attempt");
+  }
+
+  async #answer(
+    req: IncomingMessage,
+    jwtOk: boolean,
+    seen: (body: unknown) => void,
+  ): Promise<[number, unknown]> {
+    if (req.method !== "POST") return [405, { message: "405 Method Not Allowed" }];
+    if (!jwtOk) return [401, { message: "KAS JWT authentication invalid" }];
+    let body: unknown;
+    try {
+      const text = await readBody(req);
+      body = text === "" ? {} : JSON.parse(text);
+    } catch {
+      return [400, { message: "400 Bad request - body is not JSON" }];
+    }
+    seen(body);
+    const fault = this.#faults.shift();
+    if (fault !== undefined) return [fault, { message: `${fault} fault` }];
+    const read = readUsageMetrics(body);
+    if (!read.ok) return [400, read.error];
+    this.posts.push(read.metrics);
+    return [204, undefined];
+  }
+}
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > 1 << 20) throw new Error("body too large");
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString("utf8");
 }
