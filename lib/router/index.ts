@@ -2,7 +2,8 @@
  * Finding the tunnel to an agent wherever it is: this replica, another one (found through Redis,
  * reached over the private replica-to-replica API), or soon (waiting until a deadline).
  *
- * Clustered mode (`redis`) needs `ioredis`, a peer dependency of the package: install it beside.
+ * It needs `ioredis` (its Redis client; the module loads it in single-replica mode too), an
+ * optional peer dependency of the package: install it beside the package.
  *
  * @module gitlab-agent-tunnel/router
  */
