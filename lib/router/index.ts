@@ -1,5 +1,12 @@
-// Finding the tunnel to an agent wherever it is: this replica, another one (found through
-// Redis, reached over the private kas-to-kas API), or soon (waiting until a deadline).
+/**
+ * Finding the tunnel to an agent wherever it is: this replica, another one (found through Redis,
+ * reached over the private replica-to-replica API), or soon (waiting until a deadline).
+ *
+ * It needs `ioredis` (its Redis client; the module loads it in single-replica mode too), an
+ * optional peer dependency of the package: install it beside the package.
+ *
+ * @module gitlab-agent-tunnel/router
+ */
 export {
   NoTunnelError,
   PeerRejectedError,
@@ -22,6 +29,7 @@ export {
   isNoTunnel,
   NO_TUNNEL_REASON,
   type PeerIdentity,
+  type PeerListenLimits,
   type PeerServerOptions,
   servePeers,
 } from "./peer-server.ts";

@@ -28,6 +28,14 @@ test("examples/http-behind-nat.ts: fetch() reaches a service that listens on no 
   expect(out).toContain('demo_requests_total{path="/metrics"} 1');
 });
 
+test("examples/library/quickstart.ts (the README's library example): runs as written, from the sources", async () => {
+  // The package name resolves to lib/ through tsconfig.json's paths; test/package runs the same
+  // file against the packed package.
+  expect(await runExample("examples/library/quickstart.ts")).toBe(
+    "agent-1 200 hello from the agent: /hello\n",
+  );
+});
+
 test("examples/grpc-behind-nat.ts: a generated gRPC client calls through the tunnel", async () => {
   const out = await runExample("examples/grpc-behind-nat.ts");
   expect(out).toContain("gRPC reply through the tunnel: hello, world, from behind the NAT");

@@ -17,7 +17,7 @@ export interface TunnelGrpcHandlerOptions<I, P> {
 }
 
 /**
- * The `KIND_GRPC` handler for a {@link StreamDispatcher} whose context is the tunnel a stream
+ * The `KIND_GRPC` handler for a {@link gitlab-agent-tunnel!StreamDispatcher} whose context is the tunnel a stream
  * arrived on: serves the stream with `server`, the tunnel's identity as the calls' peer (what
  * `server.peerOf(call)` returns; nothing in a request can change it). When the tunnel starts
  * draining (either end sent GoAway: age limit, shutdown, a departing peer), its gRPC connections
