@@ -28,9 +28,15 @@ export interface KubeProxySetup {
   close(): Promise<void>;
 }
 
+export interface KubeProxySetupOptions {
+  /** The URL agentk dials for kas's agent URL (bench:wan puts a modelled long link between them). */
+  agentKasUrl?: (kasUrl: string) => Promise<string>;
+}
+
 export async function startKubeProxySetup(
   config: Record<string, unknown>,
   adjust: (c: KasConfig) => void = () => {},
+  options: KubeProxySetupOptions = {},
 ): Promise<KubeProxySetup> {
   const dir = await mkdtemp(join(tmpdir(), "kube-proxy-"));
   const kube = await startKubeApiServer();
@@ -57,7 +63,7 @@ export async function startKubeProxySetup(
     adjust(c);
   });
   const agent = await startInProcessAgentk({
-    kasUrl: kas.addresses.agent,
+    kasUrl: options.agentKasUrl ? await options.agentKasUrl(kas.addresses.agent) : kas.addresses.agent,
     token: TOKEN,
     kubernetes: await kube.writeKubeconfig(join(dir, "agentk-kubeconfig")),
   });
