@@ -48,7 +48,10 @@ interface BulkRow {
   shape: Shape;
   ws: number;
   tunnel: number;
-  /** Median over trials of tunnel / raw WebSocket within one trial. */
+  /**
+   * Median over trials of tunnel / raw WebSocket within one trial: the two ran back to back, so on
+   * a shared machine this ratio is the least disturbed; the target is judged on it.
+   */
   pairedRatio: number;
 }
 const bulkRows: BulkRow[] = [];
@@ -137,7 +140,7 @@ const result = {
     shape: r.shape,
     ws_mib_s: round(r.ws),
     tunnel_mib_s: round(r.tunnel),
-    ratio: round(r.tunnel / r.ws, 2),
+    ratio_of_medians: round(r.tunnel / r.ws, 2),
     paired_ratio: round(r.pairedRatio, 2),
   })),
   ...(kube && {
@@ -159,8 +162,8 @@ if (args.json) {
     `${r.shape === "single" ? "1 stream" : "8 streams"} MiB/s, ${r.rttMs} ms RTT (BDP ${round(bdpBytes({ rttMs: r.rttMs, bitsPerSecond: BPS }) / MiB, 2)} MiB)`,
     round(r.ws),
     round(r.tunnel),
-    `${round(r.tunnel / r.ws, 2)}x (paired ${round(r.pairedRatio, 2)}x)`,
-    `>= 0.9x (${met(r.tunnel >= 0.9 * r.ws)})`,
+    `${round(r.pairedRatio, 2)}x (of medians ${round(r.tunnel / r.ws, 2)}x)`,
+    `>= 0.9x (${met(r.pairedRatio >= 0.9)})`,
   ]);
   if (kube) {
     const extra = (kube.kas - kube.direct) / kube.rttMs;
@@ -178,7 +181,7 @@ if (args.json) {
   console.log(
     `\nlink: ${args.mbit} Mbit/s each way, queue one bandwidth-delay product (backpressure, no loss), ` +
       `half the RTT each way; ${SINGLE / MiB} MiB single, 8 x ${MULTI / MiB} MiB multi, median of ${TRIALS} ` +
-      `alternated trials${kube ? `; kube list: ${KUBE_REQUESTS} sequential requests per path per trial, kept-alive connections` : ""}; ` +
+      `alternated trials (tunnel / raw: the median of each trial's ratio, judged; and the ratio of the medians)${kube ? `; kube list: ${KUBE_REQUESTS} sequential requests per path per trial, kept-alive connections` : ""}; ` +
       `node ${process.version}, ${os.cpus().length} cores, load ${load.join(" ")}`,
   );
 }
