@@ -37,7 +37,7 @@ export async function measureKubeList(o: {
   const setup = await startKubeProxySetup(
     { ci_access: { projects: [{ id: "group/app", access_as: { ci_job: {} } }] } },
     undefined,
-    (gitlab) => gitlab.addProject({ projectId: 100, path: "group/app" }),
+    { seed: (gitlab) => gitlab.addProject({ projectId: 100, path: "group/app" }) },
   );
   const { kube, gitlab, kas } = setup;
   for (let i = 0; i < 20; i++) {

@@ -7,12 +7,12 @@ import net from "node:net";
 import os from "node:os";
 import { createInterface } from "node:readline";
 import type { Duplex } from "node:stream";
-import { WebSocket } from "ws";
 import { TunnelSession } from "../../lib/tunnel/session/index.ts";
 import { dial } from "../../lib/tunnel/transport/index.ts";
 import { benchArgs } from "../lib/args.ts";
+import { bulkDuplex, bulkWs, openWs } from "../lib/bulk.ts";
 import { markdownTable, percentile, round } from "../lib/stats.ts";
-import { hello, MODE_ECHO, MODE_SINK } from "./protocol.ts";
+import { hello, MODE_ECHO } from "./protocol.ts";
 
 const { args, log } = benchArgs({
   "single-mib": "128",
@@ -26,7 +26,6 @@ const SINGLE = Number(args["single-mib"]) * 1024 * 1024;
 const MULTI = Number(args["multi-mib"]) * 1024 * 1024;
 const ROUNDS = Number(args["echo-rounds"]);
 const TRIALS = Number(args.trials);
-const CHUNK = Buffer.alloc(64 * 1024, 0x5a);
 
 // ---- the far end ----
 // `node --cpu-prof --import tsx bench/tunnel/main.ts` profiles the far end too.
@@ -51,17 +50,6 @@ const tunnel = new TunnelSession(
   "client",
   JSON.parse(process.env.TUNNEL_OPTS ?? "{}"),
 );
-
-async function bulkDuplex(open: () => Promise<Duplex>, bytes: number): Promise<void> {
-  const s = await open();
-  const done = once(s, "data");
-  s.write(hello(MODE_SINK, bytes));
-  for (let sent = 0; sent < bytes; sent += CHUNK.length) {
-    if (!s.write(CHUNK)) await once(s, "drain");
-  }
-  await done;
-  s.destroy();
-}
 
 async function echoDuplex(open: () => Promise<Duplex>, rounds: number): Promise<number[]> {
   const s = await open();
@@ -89,33 +77,10 @@ async function echoDuplex(open: () => Promise<Duplex>, rounds: number): Promise<
 }
 
 // ---- raw WebSocket, one message per write, no multiplexer ----
-async function openWs(): Promise<WebSocket> {
-  const ws = new WebSocket(`ws://127.0.0.1:${ports.ws}/`, { maxPayload: 64 * 1024 * 1024 });
-  await once(ws, "open");
-  return ws;
-}
-
-async function bulkWs(bytes: number): Promise<void> {
-  const ws = await openWs();
-  const done = once(ws, "message");
-  ws.send(hello(MODE_SINK, bytes));
-  let inFlight = 0;
-  let wake: (() => void) | undefined;
-  for (let sent = 0; sent < bytes; sent += CHUNK.length) {
-    // Backpressure as a careful ws user does it: bounded sends awaiting their callbacks.
-    while (inFlight >= 16) await new Promise<void>((r) => (wake = r));
-    inFlight++;
-    ws.send(CHUNK, () => {
-      inFlight--;
-      wake?.();
-    });
-  }
-  await done;
-  ws.terminate();
-}
+const wsUrl = `ws://127.0.0.1:${ports.ws}/`;
 
 async function echoWs(rounds: number): Promise<number[]> {
-  const ws = await openWs();
+  const ws = await openWs(wsUrl);
   ws.send(hello(MODE_ECHO));
   const msg = Buffer.alloc(64, 1);
   const times: number[] = [];
@@ -151,7 +116,7 @@ const p99 = { tcp: 0, ws: 0, tunnel: 0 };
 
 const bulk: Record<Kind, (bytes: number) => Promise<void>> = {
   tcp: (b) => bulkDuplex(openTcp, b),
-  ws: (b) => bulkWs(b),
+  ws: (b) => bulkWs(wsUrl, b),
   tunnel: (b) => bulkDuplex(openTunnel, b),
 };
 const echo: Record<Kind, (rounds: number) => Promise<number[]>> = {

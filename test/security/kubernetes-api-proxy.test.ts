@@ -72,12 +72,14 @@ const jobExtra = (jobId: number, projectId: number) => ({
 });
 
 beforeAll(async () => {
-  setup = await startKubeProxySetup(CONFIG, undefined, (gitlab) => {
-    gitlab.addGroup({ id: 55, path: "group" });
-    for (const [path, projectId] of Object.entries(PROJECT_IDS)) gitlab.addProject({ projectId, path });
-    // alice: a Developer of group/job, which user_access lists.
-    gitlab.addUser({ id: 11, username: "alice" });
-    gitlab.addMember(11, { projectId: 100 }, "developer");
+  setup = await startKubeProxySetup(CONFIG, undefined, {
+    seed: (gitlab) => {
+      gitlab.addGroup({ id: 55, path: "group" });
+      for (const [path, projectId] of Object.entries(PROJECT_IDS)) gitlab.addProject({ projectId, path });
+      // alice: a Developer of group/job, which user_access lists.
+      gitlab.addUser({ id: 11, username: "alice" });
+      gitlab.addMember(11, { projectId: 100 }, "developer");
+    },
   });
   kube = setup.kube;
   kube.store.create("pods", "default", {

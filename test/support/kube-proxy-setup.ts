@@ -32,17 +32,23 @@ export interface KubeProxySetup {
   close(): Promise<void>;
 }
 
+export interface KubeProxySetupOptions {
+  /** Declares GitLab's groups, projects and users before agent 42's project joins them. */
+  seed?: (gitlab: GitLabApiServer) => void;
+  /** The URL agentk dials for kas's agent URL (bench:wan puts a modelled long link between them). */
+  agentKasUrl?: (kasUrl: string) => Promise<string>;
+}
+
 export async function startKubeProxySetup(
   config: Record<string, unknown>,
   adjust: (c: KasConfig) => void = () => {},
-  /** Declares GitLab's groups, projects and users before agent 42's project joins them. */
-  seed: (gitlab: GitLabApiServer) => void = () => {},
+  options: KubeProxySetupOptions = {},
 ): Promise<KubeProxySetup> {
   const dir = await mkdtemp(join(tmpdir(), "kube-proxy-"));
   const kube = await startKubeApiServer();
   const secret = new Uint8Array(randomBytes(32));
   const gitlab = await GitLabApiServer.start({ secret });
-  seed(gitlab);
+  options.seed?.(gitlab);
   gitlab.addAgent(TOKEN, { agentId: 42, projectId: 7, agentName: "prod" });
   const repo = await GitRepo.init();
   await repo.commit({ ".gitlab/agents/prod/config.yaml": stringify(config) });
@@ -65,7 +71,7 @@ export async function startKubeProxySetup(
     adjust(c);
   });
   const agent = await startInProcessAgentk({
-    kasUrl: kas.addresses.agent,
+    kasUrl: options.agentKasUrl ? await options.agentKasUrl(kas.addresses.agent) : kas.addresses.agent,
     token: TOKEN,
     kubernetes: await kube.writeKubeconfig(join(dir, "agentk-kubeconfig")),
   });

@@ -2,7 +2,14 @@ import { EventEmitter } from "node:events";
 import type { Duplex } from "node:stream";
 import { FrameDecoder } from "./decoder.ts";
 import { errors, ProtocolError, type YamuxError } from "./errors.ts";
-import { Flag, type FrameHeader, FrameType, GoAwayCode, type GoAwayCode as GoAwayCodeT } from "./frame.ts";
+import {
+  Flag,
+  type FrameHeader,
+  FrameType,
+  GoAwayCode,
+  type GoAwayCode as GoAwayCodeT,
+  INITIAL_WINDOW,
+} from "./frame.ts";
 import { joinKeepAlive, type KeepAliveTick, leaveKeepAlive } from "./keepalive-wheel.ts";
 import type { MessagePath } from "./message-path.ts";
 import { type ResolvedOptions, resolveOptions, type SessionOptions } from "./options.ts";
@@ -356,6 +363,7 @@ class SessionHost implements StreamHost {
   readonly maxStreamWindow: number;
   readonly streamOpenTimeoutMs: number;
   readonly streamCloseTimeoutMs: number;
+  tunedWindow = INITIAL_WINDOW;
   readonly #session: Session;
   readonly #writer: FrameWriter;
   readonly #release: (id: number) => void;
@@ -380,6 +388,10 @@ class SessionHost implements StreamHost {
 
   get writable(): boolean {
     return this.#writer.writable;
+  }
+
+  windowTuned(window: number): void {
+    if (window > this.tunedWindow) this.tunedWindow = window;
   }
 
   sendControl(type: FrameType, flags: number, id: number, length: number): void {

@@ -13,6 +13,13 @@ export interface StreamHost {
   readonly streamOpenTimeoutMs: number;
   readonly streamCloseTimeoutMs: number;
   readonly rttMs: number;
+  /**
+   * The largest receive window auto-tuning has given a stream of this session: the path's
+   * bandwidth-delay product as this session's fast readers have shown it.
+   */
+  readonly tunedWindow: number;
+  /** A stream's receive window grew to `window`. */
+  windowTuned(window: number): void;
   readonly writable: boolean;
   /** Jumps the queue: window updates, SYN, ACK, RST. */
   sendControl(type: FrameType, flags: number, streamId: number, length: number): void;
@@ -52,7 +59,8 @@ export class YamuxStream extends Duplex {
   #recvLimit = INITIAL_WINDOW;
   #received = 0;
   #window = INITIAL_WINDOW;
-  #lastCreditAt = 0;
+  /** When the last window update left (at first: when the stream was made), for auto-tuning. */
+  #lastCreditAt: number;
   #job: WriteJob | null = null;
   #waitingWritable = false;
   #localFin = false;
@@ -76,6 +84,7 @@ export class YamuxStream extends Duplex {
     super({ allowHalfOpen: true, readableHighWaterMark: INITIAL_WINDOW, writableHighWaterMark: 64 * 1024 });
     this.#host = host;
     this.id = id;
+    this.#lastCreditAt = performance.now();
   }
 
   /** Current receive window (grows with auto-tuning up to the session's maximum). */
@@ -267,9 +276,15 @@ export class YamuxStream extends Duplex {
   }
 
   /**
-   * Grants the peer more window once the application has consumed at least half of it. If the
-   * last grant was used up within a few round trips, the window doubles (up to the maximum) so a
-   * fast reader on a long path is not held back by the initial 256 KiB.
+   * Grants the peer more window once the application has consumed at least half of it. If half
+   * the window was consumed within a few round trips of the last grant (or of the stream's start),
+   * the window grows, up to the maximum, so that a fast reader on a long path is not held back by
+   * the initial 256 KiB: it doubles, and jumps at once to the largest window a stream of this
+   * session has grown to. A path's bandwidth-delay product belongs to the session, not to one
+   * stream (HTTP/2's BDP estimation sets the window of every stream of its connection alike), so
+   * a new stream with a fast reader skips the round trips of doubling its way up again. Growth
+   * still needs this stream's own reader to keep up: a stream nobody reads holds its peer to the
+   * initial window, and none holds more than `maxStreamWindow`.
    */
   #credit(): void {
     if (this.#remoteFin || this.#released) return;
@@ -277,15 +292,17 @@ export class YamuxStream extends Duplex {
     let delta = consumed + this.#window - this.#recvLimit;
     if (delta < this.#window / 2) return;
     const now = performance.now();
-    const rtt = this.#host.rttMs;
-    if (rtt > 0 && now - this.#lastCreditAt < 4 * rtt && this.#window < this.#host.maxStreamWindow) {
-      const grown = Math.min(this.#window * 2, this.#host.maxStreamWindow);
+    const host = this.#host;
+    const rtt = host.rttMs;
+    if (rtt > 0 && now - this.#lastCreditAt < 4 * rtt && this.#window < host.maxStreamWindow) {
+      const grown = Math.min(Math.max(this.#window * 2, host.tunedWindow), host.maxStreamWindow);
       delta += grown - this.#window;
       this.#window = grown;
+      host.windowTuned(grown);
     }
     this.#lastCreditAt = now;
     this.#recvLimit += delta;
-    this.#host.sendControl(FrameType.WindowUpdate, 0, this.id, delta);
+    host.sendControl(FrameType.WindowUpdate, 0, this.id, delta);
   }
 
   /**

@@ -61,10 +61,12 @@ async function expectRefusedByGitLab(k: Kubectl) {
 }
 
 beforeAll(async () => {
-  setup = await startKubeProxySetup(configListing(OTHER.path), undefined, (gl) => {
-    gl.addGroup({ id: 55, path: "group" });
-    gl.addProject(APP);
-    gl.addProject(OTHER);
+  setup = await startKubeProxySetup(configListing(OTHER.path), undefined, {
+    seed: (gl) => {
+      gl.addGroup({ id: 55, path: "group" });
+      gl.addProject(APP);
+      gl.addProject(OTHER);
+    },
   });
   gitlab = setup.gitlab;
   setup.kube.store.create("pods", "default", {

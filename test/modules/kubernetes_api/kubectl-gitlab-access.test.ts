@@ -101,20 +101,22 @@ beforeAll(async () => {
       c.gitlab.externalUrl = GITLAB_URL;
       c.gitlab.retryDeadlineMs = 500;
     },
-    (gl) => {
-      gl.addGroup({ id: 55, path: "group" });
-      gl.addGroup({ id: 77, path: "group/deploy" });
-      for (const project of Object.values(PROJECTS)) gl.addProject(project);
-      // alice: Developer of group/app; carol: Maintainer of the whole group.
-      gl.addProxyUser("pat-alice", { id: 11, username: "alice", accessType: "personal_access_token" });
-      gl.addMember(11, { projectId: 100 }, "developer");
-      gl.addProxyUser("session-of-carol", {
-        id: 12,
-        username: "carol",
-        accessType: "session_cookie",
-        csrfToken: "csrf-of-carol",
-      });
-      gl.addMember(12, { groupId: 55 }, "maintainer");
+    {
+      seed: (gl) => {
+        gl.addGroup({ id: 55, path: "group" });
+        gl.addGroup({ id: 77, path: "group/deploy" });
+        for (const project of Object.values(PROJECTS)) gl.addProject(project);
+        // alice: Developer of group/app; carol: Maintainer of the whole group.
+        gl.addProxyUser("pat-alice", { id: 11, username: "alice", accessType: "personal_access_token" });
+        gl.addMember(11, { projectId: 100 }, "developer");
+        gl.addProxyUser("session-of-carol", {
+          id: 12,
+          username: "carol",
+          accessType: "session_cookie",
+          csrfToken: "csrf-of-carol",
+        });
+        gl.addMember(12, { groupId: 55 }, "maintainer");
+      },
     },
   );
   ({ kube, gitlab, kas } = setup);
