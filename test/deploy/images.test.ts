@@ -9,7 +9,7 @@
 import { execFile } from "node:child_process";
 import { randomBytes, X509Certificate } from "node:crypto";
 import { once } from "node:events";
-import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect } from "node:tls";
@@ -351,7 +351,28 @@ describe("both daemons as the manifests run them: read-only root filesystem, not
     expect(gitlab!.requests.some((r) => r.path.endsWith("/agent_info") && r.status === 200)).toBe(true);
   }, 70_000);
 
-  test("kas wrote nothing to data_dir (the certificate is the Secret's), and nothing else was writable", async () => {
+  test("kas wrote nothing to data_dir (the certificate is the Secret's)", async () => {
     for (const { pod } of kasPods) expect(await readdir(pod.volumes.data!)).toEqual([]);
+  });
+
+  test("each daemon runs as the manifests' user and fsGroup, without capabilities, on a read-only root", async () => {
+    for (const pod of pods) {
+      // run-container.sh becomes unshare, whose one child is the entrypoint (PID 1 of its namespace).
+      const parent = pod.process.pid!;
+      const [pid] = (await readFile(`/proc/${parent}/task/${parent}/children`, "utf8")).trim().split(" ");
+      const status = await readFile(`/proc/${pid}/status`, "utf8");
+      const field = (name: string) => new RegExp(`^${name}:\\s*(.*)$`, "m").exec(status)?.[1]?.trim();
+      expect(field("Name")).toBe("node");
+      expect(field("Uid")?.split(/\s+/)).toEqual(["1000", "1000", "1000", "1000"]);
+      expect(field("Gid")?.split(/\s+/)).toEqual(["1000", "1000", "1000", "1000"]);
+      expect(field("Groups")).toBe("1000");
+      expect(field("CapEff")).toBe("0000000000000000");
+      expect(field("CapPrm")).toBe("0000000000000000");
+      expect(field("NoNewPrivs")).toBe("1");
+      // Its root directory's mount: options read-only (mountinfo's 6th field).
+      const mounts = (await readFile(`/proc/${pid}/mountinfo`, "utf8")).trim().split("\n");
+      const rootMount = mounts.map((l) => l.split(" ")).find((f) => f[4] === "/");
+      expect(rootMount?.[5]?.split(",")).toContain("ro");
+    }
   });
 });

@@ -131,7 +131,7 @@ export async function runPod(o: PodRun): Promise<RunningPod> {
 
   const args = (container.args ?? o.image.Cmd ?? []).map(expand);
   const command = [...(container.command ?? o.image.Entrypoint ?? []), ...(o.args ? o.args(args) : args)];
-  const groups = [gid, ...(fsGroup !== undefined ? [fsGroup] : [])].join(",");
+  const groups = [...new Set([gid, ...(fsGroup !== undefined ? [fsGroup] : [])])].join(",");
   const child = spawn(
     "test/deploy/run-container.sh",
     [
