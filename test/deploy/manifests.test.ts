@@ -158,6 +158,25 @@ async function refusedWith(file: string, from: string, to: string, refusal: stri
   }
 }
 
+test("the overlays deploy/README.md shows build and are accepted by a server dry run", async () => {
+  const readme = await readFile("deploy/README.md", "utf8");
+  const overlays = [...readme.matchAll(/```yaml\n([\s\S]*?)```/g)]
+    .map((m) => m[1]!)
+    .filter((y) => y.includes("kind: Kustomization"));
+  expect(overlays.length).toBeGreaterThanOrEqual(2);
+  for (const yaml of overlays) {
+    // As in the README, the overlay sits beside a copy of deploy/.
+    const at = await mkdtemp(join(dir, "readme-"));
+    await writeFile(
+      join(at, "kustomization.yaml"),
+      yaml.replaceAll("../deploy/", `${relative(at, "deploy")}/`),
+    );
+    const objects = await build(at);
+    expect(objects.length).toBeGreaterThan(5);
+    await ok(["apply", "--dry-run=server", "-k", at]);
+  }
+});
+
 test("a typo in a field or a kind is refused", async () => {
   await refusedWith(
     "deployment.yaml",
