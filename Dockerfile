@@ -16,14 +16,18 @@ RUN npm install --no-save --no-package-lock --no-audit --no-fund --loglevel=erro
 # package.json after the install (which would otherwise install everything it lists): its
 # "type": "module" is what makes tsc emit ES modules.
 COPY package.json tsconfig.json tsconfig.build.json ./
-COPY proto/gen proto/gen
+COPY proto proto
 COPY lib lib
 COPY tool tool
 COPY modules modules
 COPY cmd cmd
 COPY scripts/build-dashboard.ts scripts/
+# The .proto sources go beside the compiled code too: kas's gRPC server for GitLab serves reflection
+# from them (dist/proto/<package>/..., where cmd/kas/api/gitlab-rpc.ts looks).
 RUN node_modules/.bin/tsc -p tsconfig.build.json --noCheck --declaration false \
- && node_modules/.bin/tsx scripts/build-dashboard.ts
+ && node_modules/.bin/tsx scripts/build-dashboard.ts \
+ && node -e 'const fs = require("node:fs"); fs.cpSync("proto", "dist/proto", { recursive: true, \
+      filter: (p) => !p.startsWith("proto/gen") && (p.endsWith(".proto") || fs.statSync(p).isDirectory()) })'
 
 # Production dependencies only.
 FROM ${NODE_IMAGE} AS deps

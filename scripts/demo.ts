@@ -87,6 +87,30 @@ if (manifests) {
   );
 }
 
+/** What the stand-in cluster does not do, said once at start (test/support/kube/README.md lists it all). */
+const STAND_IN_LIMITS =
+  "stores objects and answers kubectl, but runs nothing: no kubelet, no controllers (a Deployment makes no pods; the pods shown are the demo's, agentk's marked ready when it connects), no scheduling; `kubectl port-forward` reaches a greeting-and-echo port, not a process; `kubectl exec` knows a few built-in commands; no `kubectl explain`, attach, pagination, finalizers, admission or authorization (one token, all allowed)";
+
+/** agentk's pod as the stand-in shows it, its container ready or not (as its readiness probe would say). */
+function agentkPod(ready: boolean) {
+  const condition = (type: string, status: boolean) => ({ type, status: status ? "True" : "False" });
+  return {
+    metadata: { name: "agentk-demo", labels: { "app.kubernetes.io/name": "agentk" } },
+    spec: { nodeName: "node-1", containers: [{ name: "agentk", image: "agentk" }] },
+    status: {
+      phase: "Running",
+      conditions: [
+        condition("PodScheduled", true),
+        condition("ContainersReady", ready),
+        condition("Ready", ready),
+      ],
+      containerStatuses: [
+        { name: "agentk", image: "agentk", ready, started: true, restartCount: 0, state: { running: {} } },
+      ],
+    },
+  };
+}
+
 // No kubeconfig: the Kubernetes API test server stands in for a cluster, in this process.
 const agentKubeconfig = haveKube ? kubeconfig : join(dir, "kubeconfig");
 if (!haveKube) {
@@ -94,12 +118,9 @@ if (!haveKube) {
     standIn = await startKubeApiServer();
     // agentk's own namespace, as in a cluster (its leader-election Lease lives there).
     standIn.store.create("namespaces", undefined, { metadata: { name: "gitlab-agent" } });
-    // agentk's pod, as `kubectl get pods -A` through kas shows it.
-    standIn.store.create("pods", "gitlab-agent", {
-      metadata: { name: "agentk-demo" },
-      spec: { containers: [{ name: "agentk", image: "agentk" }] },
-      status: { phase: "Running" },
-    });
+    // agentk's pod, as `kubectl get pods -A` through kas shows it: Running, not yet ready (no tunnel
+    // to kas yet); marked ready once agentk connects, as a kubelet does when its readiness probe passes.
+    standIn.store.create("pods", "gitlab-agent", agentkPod(false));
     seedDemoCluster(standIn.store); // nodes, Deployments and pods for the dashboard's views
     await standIn.writeKubeconfig(agentKubeconfig);
   } catch (err) {
@@ -112,6 +133,7 @@ if (!haveKube) {
     "kube",
     `no kubeconfig at ${kubeconfig}: a STAND-IN for a cluster at ${standIn.url} (the Kubernetes API test server of test/support/kube, in this process; not Kubernetes)`,
   );
+  say("kube", `the stand-in ${STAND_IN_LIMITS}`);
 } else {
   say(
     "kube",
@@ -300,6 +322,8 @@ const agentEnv: Record<string, string> = {
 };
 await start("agentk", "cmd/agentk/main.ts", agentArgs, agentEnv, "connected to kas").catch(failed);
 say("agentk", "connected: one outbound WebSocket to kas, nothing listening in the cluster");
+// Its readiness (/readiness: a tunnel to kas is up) now passes: the stand-in's pod says so.
+standIn?.store.update("pods", "gitlab-agent", "agentk-demo", { status: agentkPod(true).status });
 say("kas", `DASHBOARD: open ${kas.dashboard}/ and log in with the token ${dashboard.token}`);
 if (standIn && !args.once) {
   say(

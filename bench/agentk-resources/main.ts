@@ -4,7 +4,7 @@
 // server. Phases: connected and idle (the baseline, measured in the same run), then a light
 // realistic load: `clients` concurrent requests through the tunnel (Kubernetes API reads through
 // kas's proxy, an allow-listed service through kas's API) and a GitOps sync of `objects` objects
-// every 5 s (commit, push notification, agentk applies). deploy/agentk/deployment.yaml's requests
+// every 5 s (commit, push notification, agentk applies). deploy/agentk/base/deployment.yaml's requests
 // and limits come from this table.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";

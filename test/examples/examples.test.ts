@@ -63,9 +63,15 @@ describe("npm run demo: kas and agentk as processes", () => {
     expect(out).toMatch(/GET \/api\/v1\/agents -> \[\{"agentId":"1","projectId":"1","agentName":"demo"/);
     expect(out).toMatch(/prometheus\/metrics -> 200: demo_scrapes_total\{path="\/metrics"\} 1/);
     expect(out).toMatch(/no kubeconfig at \/nonexistent\/kubeconfig: a STAND-IN for a cluster/);
+    // What the stand-in cannot do is said up front.
+    expect(out).toMatch(
+      /the stand-in stores objects and answers kubectl, but runs nothing: no kubelet, no controllers/,
+    );
+    expect(out).toMatch(/`kubectl port-forward` reaches a greeting-and-echo port, not a process/);
     // kubectl as a newcomer: the kubeconfig `kas kubeconfig` printed, over TLS with kas's own CA.
     expect(out).toMatch(/kas kubeconfig --agent-id 1 > \S+kas-kubeconfig/);
-    expect(out).toMatch(/kubectl\s+gitlab-agent\s+agentk-demo\s+\S+\s+Running/);
+    // agentk's pod is ready once agentk is connected, as its readiness probe would say.
+    expect(out).toMatch(/kubectl\s+gitlab-agent\s+agentk-demo\s+1\/1\s+Running/);
     expect(out).toMatch(/agent configuration applied: commit \w+, log level debug/);
     expect(out).toMatch(/manifest project demo\/manifests synced: commit \w+, applied 2/);
     expect(out).toMatch(

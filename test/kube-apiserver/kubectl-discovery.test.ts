@@ -64,6 +64,8 @@ describe("kubectl against the Kubernetes API test server", () => {
         "replicasets.apps",
         "statefulsets.apps",
         "leases.coordination.k8s.io",
+        "ingresses.networking.k8s.io",
+        "networkpolicies.networking.k8s.io",
         "poddisruptionbudgets.policy",
         "rolebindings.rbac.authorization.k8s.io",
         "roles.rbac.authorization.k8s.io",

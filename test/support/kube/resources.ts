@@ -94,6 +94,11 @@ export const BUILT_IN: readonly ResourceType[] = [
     shortNames: ["pdb"],
     subresources: ["status"],
   }),
+  builtIn("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", true, { shortNames: ["netpol"] }),
+  builtIn("networking.k8s.io", "v1", "ingresses", "Ingress", true, {
+    shortNames: ["ing"],
+    subresources: ["status"],
+  }),
   builtIn("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", false, {
     shortNames: ["crd", "crds"],
     subresources: ["status"],
