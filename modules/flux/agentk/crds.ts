@@ -19,7 +19,8 @@ export async function missingFluxCrd(kc: KubeConfig): Promise<string | undefined
       if (err instanceof ApiException && err.code === 404) return `${name} (not installed)`;
       throw err;
     }
-    if (!crd.spec.versions.some((v) => v.name === version && v.served))
+    // Optional chains: an answer that is no CRD at all (a proxy's page) means no Flux here either.
+    if (!crd?.spec?.versions?.some((v) => v.name === version && v.served))
       return `${name} (${version} not served)`;
     const established = crd.status?.conditions?.some((c) => c.type === "Established" && c.status === "True");
     if (!established) return `${name} (not Established)`;

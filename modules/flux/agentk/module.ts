@@ -4,7 +4,7 @@
 // each push, calls the project's Receivers under `flux.webhook_receiver_url` (trigger.ts), which
 // makes Flux reconcile the GitRepository at once instead of at its next poll.
 import * as grpc from "@grpc/grpc-js";
-import type { KubeConfig } from "@kubernetes/client-node";
+import { ApiException, type KubeConfig } from "@kubernetes/client-node";
 import { FluxServiceClient, type GetGitLabResponse } from "../../../proto/gen/flux/v1/flux.ts";
 import { GitLabFluxClient } from "../../../proto/gen/flux/v1/gitlab_flux_rpc.ts";
 import type { Logger } from "../../../tool/observability/index.ts";
@@ -83,7 +83,14 @@ async function createFluxModule(
 
   async function run(): Promise<void> {
     const signal = stop.signal;
-    const missing = await missingFluxCrd(kc!);
+    let missing: string | undefined;
+    try {
+      missing = await missingFluxCrd(kc!);
+    } catch (err) {
+      // GitLab's agent idles too: it cannot tell whether Flux is there (no RBAC for CRDs, say).
+      log.warn({ err: errorText(err) }, "flux: cannot tell whether Flux is installed; the module idles");
+      return;
+    }
     if (missing !== undefined) {
       log.info(
         { crd: missing },
@@ -130,6 +137,11 @@ async function createFluxModule(
       controller.stop();
     }
   }
+}
+
+function errorText(err: unknown): string {
+  if (err instanceof ApiException) return `HTTP ${err.code}`;
+  return err instanceof Error ? err.message : String(err);
 }
 
 /** The agent's id and GitLab's external URL from kas, asked again after failures; undefined once stopped. */

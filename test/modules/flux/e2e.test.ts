@@ -20,7 +20,7 @@ import { GitRepo } from "../../support/git-repo.ts";
 import { bearer, grpcTarget, unary } from "../../support/gitlab-grpc.ts";
 import { gitlabReferenceFluxClients } from "../../support/gitlab-reference-grpc.ts";
 import { type KubeApiServer, type KubeObject, startKubeApiServer } from "../../support/kube-apiserver.ts";
-import { until } from "../../support/until.ts";
+import { until, within } from "../../support/until.ts";
 import {
   GIT_REPOSITORIES,
   NotificationController,
@@ -82,16 +82,20 @@ describe("Flux: a push reconciles the GitRepositories that point at the project 
   /** What GitLab sends on a push (Gitlab::Kas::Client#send_git_push_event): GitLab's proto, its JWT. */
   const push = (fullPath: string, id = "7") =>
     unary(notifications, "GitPushEvent", { event: { project: { id, full_path: fullPath } } }, bearer(jwt));
-  /** Resolves with the hook call that annotated `gitRepository`. */
+  /** Resolves once a hook call annotated `gitRepository` (rejects after WAIT). */
   const hooked = (gitRepository: string) =>
-    new Promise<void>((resolve) => {
-      const onHook = (call: { annotated: string[] }) => {
-        if (!call.annotated.includes(`${NS}/${gitRepository}`)) return;
-        flux.off("hook", onHook);
-        resolve();
-      };
-      flux.on("hook", onHook);
-    });
+    within(
+      new Promise<void>((resolve) => {
+        const onHook = (call: { annotated: string[] }) => {
+          if (!call.annotated.includes(`${NS}/${gitRepository}`)) return;
+          flux.off("hook", onHook);
+          resolve();
+        };
+        flux.on("hook", onHook);
+      }),
+      WAIT,
+      `the Receiver call for ${gitRepository}`,
+    );
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "flux-e2e-"));
@@ -306,10 +310,14 @@ describe("Flux: a push reconciles the GitRepositories that point at the project 
       const call = client.ReconcileProjects({ project: [{ id: OTHER }] }) as grpc.ClientReadableStream<{
         project: { id: string };
       }>;
-      const first = new Promise<{ project: { id: string } }>((resolve, reject) => {
-        call.once("data", resolve);
-        call.once("error", reject);
-      });
+      const first = within(
+        new Promise<{ project: { id: string } }>((resolve, reject) => {
+          call.once("data", resolve);
+          call.once("error", reject);
+        }),
+        WAIT,
+        "the pushed project on the stream",
+      );
       await until(
         async () => (await kasMetric("kas_flux_followed_projects")) === followed + 1,
         WAIT,
@@ -322,7 +330,11 @@ describe("Flux: a push reconciles the GitRepositories that point at the project 
       const refused = client.ReconcileProjects({
         project: [{ id: "" }],
       }) as grpc.ClientReadableStream<unknown>;
-      const err = await new Promise<grpc.ServiceError>((resolve) => refused.once("error", resolve));
+      const err = await within(
+        new Promise<grpc.ServiceError>((resolve) => refused.once("error", resolve)),
+        WAIT,
+        "the refusal",
+      );
       expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
     }
   });
