@@ -3,6 +3,7 @@
 // agentk follows kas's stream of pushes to those Receivers' projects (project-stream.ts) and, for
 // each push, calls the project's Receivers under `flux.webhook_receiver_url` (trigger.ts), which
 // makes Flux reconcile the GitRepository at once instead of at its next poll.
+import { setTimeout as sleep } from "node:timers/promises";
 import * as grpc from "@grpc/grpc-js";
 import { ApiException, type KubeConfig } from "@kubernetes/client-node";
 import { FluxServiceClient, type GetGitLabResponse } from "../../../proto/gen/flux/v1/flux.ts";
@@ -166,7 +167,7 @@ async function getGitLab(
         { err: (err as grpc.ServiceError).details ?? String(err), retryInMs: delay },
         "flux: cannot ask kas",
       );
-      await new Promise((resolve) => setTimeout(resolve, delay));
+      await sleep(delay, undefined, { signal }).catch(() => {});
       delay = Math.min(delay * 2, backoff.maxMs);
     }
   }

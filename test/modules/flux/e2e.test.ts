@@ -4,12 +4,12 @@
 // notification comes as GitLab sends it (GitLab's own Notifications proto, GitLab's JWT); the
 // GitRepository that points at the project then gets `reconcile.fluxcd.io/requestedAt` from the
 // Receiver agentk called. Every wait has a deadline; nothing sleeps.
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { parseAllDocuments, stringify } from "yaml";
+import { stringify } from "yaml";
 import { createLogger } from "../../../cmd/agentk/observability/index.ts";
 import type { AgentkModuleFactory } from "../../../modules/runtime/index.ts";
 import { Phase } from "../../../modules/runtime/index.ts";
@@ -21,6 +21,7 @@ import { bearer, grpcTarget, unary } from "../../support/gitlab-grpc.ts";
 import { gitlabReferenceFluxClients } from "../../support/gitlab-reference-grpc.ts";
 import { type KubeApiServer, type KubeObject, startKubeApiServer } from "../../support/kube-apiserver.ts";
 import { until, within } from "../../support/until.ts";
+import { gitRepository, installFluxCrds, metric } from "./helpers.ts";
 import {
   GIT_REPOSITORIES,
   NotificationController,
@@ -42,19 +43,6 @@ const NS = "apps";
 /** The done-when is a second; the wait allows two on a busy machine (speed is bench/'s business). */
 const PUSH_DEADLINE_MS = 2000;
 const WAIT = 8000;
-const FIXTURES = new URL("../../fixtures/flux/", import.meta.url);
-
-const gitRepository = (name: string, url: string) => ({
-  apiVersion: "source.toolkit.fluxcd.io/v1",
-  kind: "GitRepository",
-  metadata: { name, namespace: NS },
-  spec: { url, interval: "10m", ref: { branch: "main" } },
-});
-
-function metricValue(text: string, line: string): number {
-  const found = text.split("\n").find((l) => l.startsWith(`${line} `));
-  return found ? Number(found.slice(line.length + 1)) : 0;
-}
 
 describe("Flux: a push reconciles the GitRepositories that point at the project at once", () => {
   let dir: string;
@@ -69,10 +57,8 @@ describe("Flux: a push reconciles the GitRepositories that point at the project 
   /** The agent's gRPC channel to kas, as a module of the test's own sees it. */
   let kasRpc: grpc.Channel | undefined;
 
-  const kasMetric = async (line: string) =>
-    metricValue(await (await fetch(`${kas.addresses.observability}/metrics`)).text(), line);
-  const agentMetric = async (line: string) =>
-    metricValue(await (await fetch(`${agent.agent.urls.observability}/metrics`)).text(), line);
+  const kasMetric = (line: string) => metric(kas.addresses.observability, line);
+  const agentMetric = (line: string) => metric(agent.agent.urls.observability!, line);
   const requestedAt = (name: string): string | undefined =>
     kube.store.get(GIT_REPOSITORIES, NS, name).metadata.annotations?.[REQUESTED_AT];
   const receiver = (name: string): KubeObject | undefined =>
@@ -101,14 +87,7 @@ describe("Flux: a push reconciles the GitRepositories that point at the project 
     dir = await mkdtemp(join(tmpdir(), "flux-e2e-"));
     kube = await startKubeApiServer();
     // Flux installed: its real CRDs, Established as the API server makes them.
-    for (const file of [
-      "source.toolkit.fluxcd.io_gitrepositories.yaml",
-      "notification.toolkit.fluxcd.io_receivers.yaml",
-    ]) {
-      for (const doc of parseAllDocuments(await readFile(new URL(file, FIXTURES), "utf8"))) {
-        kube.store.create("customresourcedefinitions", undefined, doc.toJSON());
-      }
-    }
+    await installFluxCrds(kube.store);
     kube.store.create("namespaces", undefined, { metadata: { name: NS } });
     for (const [name, url] of [
       ["app", `${GITLAB}/${APP}.git`],
@@ -116,7 +95,7 @@ describe("Flux: a push reconciles the GitRepositories that point at the project 
       ["mirror", `ssh://git@gitlab.example.com/${APP}`],
       ["secret", `${GITLAB}/${SECRET}.git`],
     ] as const) {
-      kube.store.create(GIT_REPOSITORIES, NS, gitRepository(name, url));
+      kube.store.create(GIT_REPOSITORIES, NS, gitRepository(NS, name, url));
     }
     flux = await NotificationController.start(kube.store);
 
@@ -286,7 +265,7 @@ describe("Flux: a push reconciles the GitRepositories that point at the project 
   });
 
   test("a GitRepository made while agentk runs: its project is asked for, and a push reconciles it", async () => {
-    kube.store.create(GIT_REPOSITORIES, NS, gitRepository("late", `${GITLAB}/${LATE}.git`));
+    kube.store.create(GIT_REPOSITORIES, NS, gitRepository(NS, "late", `${GITLAB}/${LATE}.git`));
     await until(
       async () => (await kasMetric("kas_flux_followed_projects")) === 3,
       WAIT,

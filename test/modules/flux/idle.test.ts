@@ -1,21 +1,20 @@
 // When agentk's Flux module does nothing, and says why: Flux's CRDs not installed (GitLab's agent
 // checks them once per run), or kas without gitlab.external_url (no GitRepository can be told to be
 // GitLab's). Neither asks kas for pushes nor writes to the cluster.
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
-import { parseAllDocuments } from "yaml";
 import { createLogger } from "../../../cmd/agentk/observability/index.ts";
 import { TOKEN } from "../../kas/support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "../../kas/support/in-process.ts";
 import { type InProcessAgentk, startInProcessAgentk } from "../../support/agentk-in-process.ts";
 import { type KubeApiServer, startKubeApiServer } from "../../support/kube-apiserver.ts";
 import { until } from "../../support/until.ts";
+import { gitRepository, installFluxCrds, metric } from "./helpers.ts";
 import { GIT_REPOSITORIES, RECEIVERS } from "./notification-controller.ts";
 
 const WAIT = 8000;
-const FIXTURES = new URL("../../fixtures/flux/", import.meta.url);
 
 describe("the Flux module idles, saying why", () => {
   let dir: string | undefined;
@@ -36,19 +35,13 @@ describe("the Flux module idles, saying why", () => {
     dir = await mkdtemp(join(tmpdir(), "flux-idle-"));
     kube = await startKubeApiServer();
     if (withFlux) {
-      for (const file of [
-        "source.toolkit.fluxcd.io_gitrepositories.yaml",
-        "notification.toolkit.fluxcd.io_receivers.yaml",
-      ]) {
-        for (const doc of parseAllDocuments(await readFile(new URL(file, FIXTURES), "utf8"))) {
-          kube.store.create("customresourcedefinitions", undefined, doc.toJSON());
-        }
-      }
+      await installFluxCrds(kube.store);
       kube.store.create("namespaces", undefined, { metadata: { name: "apps" } });
-      kube.store.create(GIT_REPOSITORIES, "apps", {
-        metadata: { name: "app" },
-        spec: { url: "https://gitlab.example.com/group/app.git", interval: "10m" },
-      });
+      kube.store.create(
+        GIT_REPOSITORIES,
+        "apps",
+        gitRepository("apps", "app", "https://gitlab.example.com/group/app.git"),
+      );
     }
     kas = await startInProcessKas((config) => {
       if (externalUrl) config.gitlab.externalUrl = externalUrl;
@@ -62,15 +55,7 @@ describe("the Flux module idles, saying why", () => {
     });
   }
   const said = (message: string) => lines.map((l) => JSON.parse(l)).find((l) => l.msg === message);
-  const streams = async () => {
-    const text = await (await fetch(`${kas!.addresses.observability}/metrics`)).text();
-    return Number(
-      text
-        .split("\n")
-        .find((l) => l.startsWith("kas_flux_streams "))
-        ?.split(" ")[1] ?? "0",
-    );
-  };
+  const streams = () => metric(kas!.addresses.observability, "kas_flux_streams");
 
   test("Flux's CRDs not installed: a log line naming the missing one, no stream to kas", async () => {
     await start(false, "https://gitlab.example.com");

@@ -66,7 +66,7 @@ describe("gitlabProjectPath", () => {
           }
         },
       ),
-      { numRuns: 1000 },
+      { numRuns: 300 },
     );
   });
 });
