@@ -28,6 +28,7 @@ export class ProjectStream {
   #debounce: ReturnType<typeof setTimeout> | undefined;
   /** Ends the open stream (or the wait for projects) so that the next one asks for #asked. */
   #replace = new AbortController();
+  #stopped = false;
 
   constructor(options: ProjectStreamOptions) {
     this.#o = options;
@@ -35,6 +36,7 @@ export class ProjectStream {
 
   /** The projects to follow now (sorted, unique); asked for after the debounce. */
   setProjects(projects: string[]): void {
+    if (this.#stopped) return;
     this.#wanted = projects;
     clearTimeout(this.#debounce);
     this.#debounce = setTimeout(() => {
@@ -42,11 +44,19 @@ export class ProjectStream {
       this.#asked = this.#wanted;
       this.#replace.abort();
     }, this.#o.debounceMs);
+    this.#debounce.unref();
   }
 
   /** Follows kas until `signal` aborts. */
   async run(signal: AbortSignal): Promise<void> {
-    signal.addEventListener("abort", () => clearTimeout(this.#debounce), { once: true });
+    signal.addEventListener(
+      "abort",
+      () => {
+        this.#stopped = true;
+        clearTimeout(this.#debounce);
+      },
+      { once: true },
+    );
     await followStreams(signal, this.#o.backoff, (s) => this.#stream(s));
     this.#o.following(0);
   }

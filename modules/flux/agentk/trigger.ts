@@ -67,7 +67,8 @@ export class ReceiverTrigger {
       req.on("error", reject);
       req.end();
     });
-    if (status !== 200) throw new TriggerError(`the receiver at ${url.pathname} answered ${status}`);
+    // Not the path: it is what lets a caller in (a webhook path is its secret).
+    if (status !== 200) throw new TriggerError(`the receiver answered ${status}`);
   }
 }
 
