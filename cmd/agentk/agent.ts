@@ -14,6 +14,7 @@ import {
   type ClusterViewsAgentOptions,
   clusterViewsAgentModule,
 } from "../../modules/cluster_views/agentk/module.ts";
+import { type FluxAgentOptions, fluxAgentModule } from "../../modules/flux/agentk/module.ts";
 import { type GitopsAgentOptions, gitopsAgentModule } from "../../modules/gitops/agentk/module.ts";
 import { agentkClientConfig } from "../../modules/kubernetes_api/agentk/kubeconfig.ts";
 import { kubernetesApiAgentModule } from "../../modules/kubernetes_api/agentk/module.ts";
@@ -55,6 +56,8 @@ export interface AgentDeps {
     clusterViews?: Omit<ClusterViewsAgentOptions, "kubeConfig">;
     /** How often agentk reads its cluster's version again (10 minutes in the daemon). */
     versionIntervalMs?: number;
+    /** Flux's debounce and back-offs. */
+    flux?: Omit<FluxAgentOptions, "kubeConfig">;
   };
 }
 
@@ -77,6 +80,7 @@ function agentkModules(
   gitops: GitopsTuning = {},
   views: Omit<ClusterViewsAgentOptions, "kubeConfig"> = {},
   versionIntervalMs?: number,
+  flux: Omit<FluxAgentOptions, "kubeConfig"> = {},
 ): AgentkModuleFactory[] {
   return [
     observabilityModule({ listen: config.observability.listen }),
@@ -93,6 +97,8 @@ function agentkModules(
     gitopsAgentModule({ ...gitops, kubeConfig: () => agentkClientConfig(config.kubernetes) }),
     // Once per agent (leaderOnly): informers, computed views pushed to kas.
     clusterViewsAgentModule({ ...views, kubeConfig: () => agentkClientConfig(config.kubernetes) }),
+    // Once per agent (leaderOnly): Flux's GitRepositories reconciled at once after a push.
+    fluxAgentModule({ ...flux, kubeConfig: () => agentkClientConfig(config.kubernetes) }),
   ];
 }
 
@@ -132,6 +138,7 @@ export function createAgent(config: AgentkConfig, deps: AgentDeps): Agent {
       deps.tuning?.gitops,
       deps.tuning?.clusterViews,
       deps.tuning?.versionIntervalMs,
+      deps.tuning?.flux,
     ),
     ...(deps.tuning?.modules ?? []),
   ];

@@ -11,6 +11,7 @@ import { actionCableModule } from "../../modules/cluster_views/kas/actioncable-m
 import { type ClusterViewsKasOptions, clusterViewsModule } from "../../modules/cluster_views/kas/module.ts";
 import type { ViewsHub } from "../../modules/cluster_views/views.ts";
 import { dashboardModule } from "../../modules/dashboard/kas/module.ts";
+import { fluxModule } from "../../modules/flux/kas/module.ts";
 import { gitopsModule } from "../../modules/gitops/kas/module.ts";
 import { kasDataDir } from "../../modules/kubernetes_api/kas/listener-tls.ts";
 import { kubernetesApiModule } from "../../modules/kubernetes_api/kas/module.ts";
@@ -248,6 +249,9 @@ function kasModules(
     }),
     agentConfigurationModule(config.agent.configuration),
     gitopsModule(config.agent.gitops),
+    fluxModule({
+      ...(config.gitlab.externalUrl !== undefined && { gitlabExternalUrl: config.gitlab.externalUrl }),
+    }),
     clusterViewsModule({
       ...tuning?.clusterViews,
       onHub: (hub) => {

@@ -16,6 +16,7 @@ import {
 } from "../../cmd/agentk/observability/index.ts";
 import { type BackoffOptions, HandshakeError } from "../../lib/tunnel/index.ts";
 import type { ClusterViewsAgentOptions } from "../../modules/cluster_views/agentk/module.ts";
+import type { FluxAgentOptions } from "../../modules/flux/agentk/module.ts";
 import type { AgentkModuleFactory } from "../../modules/runtime/index.ts";
 import { writeKubeconfig } from "./kubeconfig.ts";
 
@@ -44,6 +45,8 @@ export interface InProcessAgentkOptions {
   clusterViews?: Omit<ClusterViewsAgentOptions, "kubeConfig">;
   /** How often agentk reads its cluster's version again. Default: the daemon's (10 minutes). */
   versionIntervalMs?: number;
+  /** Flux's debounce and back-offs. Default: the daemon's. */
+  flux?: Omit<FluxAgentOptions, "kubeConfig">;
 }
 
 export interface InProcessAgentk {
@@ -110,6 +113,7 @@ export async function startInProcessAgentk(o: InProcessAgentkOptions): Promise<I
       ...(o.gitops && { gitops: o.gitops }),
       ...(o.clusterViews && { clusterViews: o.clusterViews }),
       ...(o.versionIntervalMs !== undefined && { versionIntervalMs: o.versionIntervalMs }),
+      ...(o.flux && { flux: o.flux }),
     },
   });
   const rejected: number[] = [];

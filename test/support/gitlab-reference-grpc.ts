@@ -14,22 +14,39 @@ type Ctor = grpc.ServiceClientConstructor;
 
 /** GitLab v16.5's AgentTracker and ConfigurationProject, as generic grpc-js clients. */
 export function gitlabReferenceClients(): { AgentTracker: Ctor; ConfigurationProject: Ctor } {
-  const definition = protoLoader.loadSync(
-    ["internal/module/agent_tracker/rpc/rpc.proto", "internal/module/configuration_project/rpc/rpc.proto"],
-    {
-      includeDirs: [GITLAB_PROTOS, VALIDATE_PROTOS],
-      keepCase: true,
-      longs: String,
-      enums: String,
-      defaults: true,
-      oneofs: true,
-    },
-  );
-  const root = grpc.loadPackageDefinition(definition);
-  const at = (name: string): Ctor =>
-    name.split(".").reduce<unknown>((node, part) => (node as Record<string, unknown>)[part], root) as Ctor;
+  const at = load([
+    "internal/module/agent_tracker/rpc/rpc.proto",
+    "internal/module/configuration_project/rpc/rpc.proto",
+  ]);
   return {
     AgentTracker: at("gitlab.agent.agent_tracker.rpc.AgentTracker"),
     ConfigurationProject: at("gitlab.agent.configuration_project.rpc.ConfigurationProject"),
   };
+}
+
+/**
+ * GitLab v16.5's Notifications (what GitLab calls on a push) and GitLabFlux (what GitLab's agentk
+ * calls over its tunnel), as generic grpc-js clients.
+ */
+export function gitlabReferenceFluxClients(): { Notifications: Ctor; GitLabFlux: Ctor } {
+  const at = load(["internal/module/notifications/rpc/rpc.proto", "internal/module/flux/rpc/rpc.proto"]);
+  return {
+    Notifications: at("gitlab.agent.notifications.rpc.Notifications"),
+    GitLabFlux: at("gitlab.agent.flux.rpc.GitLabFlux"),
+  };
+}
+
+/** GitLab's files loaded; returns the constructor at a dotted service name. */
+function load(files: string[]): (name: string) => Ctor {
+  const definition = protoLoader.loadSync(files, {
+    includeDirs: [GITLAB_PROTOS, VALIDATE_PROTOS],
+    keepCase: true,
+    longs: String,
+    enums: String,
+    defaults: true,
+    oneofs: true,
+  });
+  const root = grpc.loadPackageDefinition(definition);
+  return (name) =>
+    name.split(".").reduce<unknown>((node, part) => (node as Record<string, unknown>)[part], root) as Ctor;
 }
