@@ -19,8 +19,17 @@ export const gitRefSchema = (f: Flavour) => oneOf(f, { tag: nonEmpty, branch: no
 
 export const manifestProjectSchema = (f: Flavour) =>
   f.object({
-    // Project path (group/project) or numeric id written as a string.
-    id: nonEmpty,
+    // Project path (group/project) or numeric id written as a string. GitLab's agent defaults an
+    // absent id to the configuration project; this one requires it (the parser does not know
+    // that project), and says so.
+    id: z
+      .string({
+        error: (issue) =>
+          issue.input === undefined
+            ? "required here: write the project (GitLab's agent would take the configuration project)"
+            : undefined,
+      })
+      .min(1),
     // Empty, like absent, is the default (proto3 strings; the reference agent's prototool.String).
     default_namespace: stringOr(DEFAULT_MANIFEST_NAMESPACE),
     // Globs (doublestar syntax) of .yaml/.yml/.json files to apply.

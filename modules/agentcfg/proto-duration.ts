@@ -46,6 +46,11 @@ export function formatProtoDuration(ms: number): string {
   const abs = Math.abs(ms);
   let seconds = Math.trunc(abs / 1000);
   let nanos = Math.round((abs - seconds * 1000) * 1e6);
+  // abs / 1000 may round up to the next whole second in floating point.
+  if (nanos < 0) {
+    seconds -= 1;
+    nanos += 1e9;
+  }
   if (nanos >= 1e9) {
     seconds += 1;
     nanos -= 1e9;

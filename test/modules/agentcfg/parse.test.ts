@@ -295,7 +295,7 @@ describe("refused files: path and position of the problem", () => {
     expect(issuesOf("gitops:\n  manifest_projects:\n  - default_namespace: x\n")).toEqual([
       {
         path: "gitops.manifest_projects[0].id",
-        message: expect.stringMatching(/expected string/),
+        message: expect.stringMatching(/^required here/),
         line: 3,
         column: 5,
       },

@@ -267,3 +267,14 @@ describe("integers: a number or a numeric string", () => {
     ).toBe("container_scanning.report_max_size");
   });
 });
+
+describe("where this agent asks for more than GitLab's", () => {
+  test("a manifest project without id: GitLab's agent takes the configuration project, this one says to write it", () => {
+    expect(refusal("gitops:\n  manifest_projects:\n  - paths: [{glob: '*.yaml'}]\n")).toEqual([
+      {
+        path: "gitops.manifest_projects[0].id",
+        message: "required here: write the project (GitLab's agent would take the configuration project)",
+      },
+    ]);
+  });
+});
