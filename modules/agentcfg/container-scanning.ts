@@ -3,7 +3,8 @@ import { z } from "zod";
 import type { Flavour } from "./flavour.ts";
 import { resourceRequirementsSchema } from "./resources.ts";
 
-const names = z.array(z.string().min(1)).default([]);
+// Plain repeated strings in GitLab's proto: an empty one is not refused there either.
+const names = z.array(z.string()).default([]);
 
 export const containerScanningSchema = (f: Flavour) =>
   f.object({
@@ -19,5 +20,5 @@ export const containerScanningSchema = (f: Flavour) =>
       .optional(),
     resource_requirements: resourceRequirementsSchema(f).optional(),
     scanner_timeout: f.duration().optional(),
-    report_max_size: z.int().positive().optional(),
+    report_max_size: f.integer(z.int().positive()).optional(),
   });

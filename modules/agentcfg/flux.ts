@@ -5,5 +5,9 @@ import type { Flavour } from "./flavour.ts";
 export const fluxSchema = (f: Flavour) =>
   f.object({
     // Absent: the agent discovers Flux's webhook receiver itself.
-    webhook_receiver_url: z.string().min(1).optional(),
+    // Empty, like absent (a proto3 string): GitLab's agent uses its default then.
+    webhook_receiver_url: z
+      .string()
+      .transform((v) => (v === "" ? undefined : v))
+      .optional(),
   });

@@ -1,7 +1,7 @@
 // `gitops`: pull-based deployment of manifests from GitLab projects (agentcfg GitopsCF and
 // ManifestProjectCF). The defaults are the reference agent's (manifestops module).
 import { z } from "zod";
-import { type Flavour, oneOf } from "./flavour.ts";
+import { type Flavour, oneOf, stringChoice, stringOr } from "./flavour.ts";
 
 export const DEFAULT_MANIFEST_NAMESPACE = "default";
 export const DEFAULT_MANIFEST_GLOB = "**/*.{yaml,yml,json}";
@@ -19,9 +19,19 @@ export const gitRefSchema = (f: Flavour) => oneOf(f, { tag: nonEmpty, branch: no
 
 export const manifestProjectSchema = (f: Flavour) =>
   f.object({
-    // Project path (group/project) or numeric id written as a string.
-    id: nonEmpty,
-    default_namespace: z.string().default(DEFAULT_MANIFEST_NAMESPACE),
+    // Project path (group/project) or numeric id written as a string. GitLab's agent defaults an
+    // absent id to the configuration project; this one requires it (the parser does not know
+    // that project), and says so.
+    id: z
+      .string({
+        error: (issue) =>
+          issue.input === undefined
+            ? "required here: write the project (GitLab's agent would take the configuration project)"
+            : undefined,
+      })
+      .min(1),
+    // Empty, like absent, is the default (proto3 strings; the reference agent's prototool.String).
+    default_namespace: stringOr(DEFAULT_MANIFEST_NAMESPACE),
     // Globs (doublestar syntax) of .yaml/.yml/.json files to apply.
     paths: z
       .array(f.object({ glob: nonEmpty }))
@@ -29,11 +39,11 @@ export const manifestProjectSchema = (f: Flavour) =>
       // As the reference agent does: no paths means every manifest file in the project.
       .transform((paths) => (paths.length > 0 ? paths : [{ glob: DEFAULT_MANIFEST_GLOB }])),
     reconcile_timeout: f.duration().default(DEFAULT_RECONCILE_TIMEOUT_MS),
-    dry_run_strategy: z.enum(DRY_RUN_STRATEGIES).default("none"),
+    dry_run_strategy: stringChoice(DRY_RUN_STRATEGIES, "none"),
     prune: z.boolean().default(true),
     prune_timeout: f.duration().default(DEFAULT_PRUNE_TIMEOUT_MS),
-    prune_propagation_policy: z.enum(PRUNE_PROPAGATION_POLICIES).default("foreground"),
-    inventory_policy: z.enum(INVENTORY_POLICIES).default("must_match"),
+    prune_propagation_policy: stringChoice(PRUNE_PROPAGATION_POLICIES, "foreground"),
+    inventory_policy: stringChoice(INVENTORY_POLICIES, "must_match"),
     // Absent: the project's default branch.
     ref: gitRefSchema(f).optional(),
   });

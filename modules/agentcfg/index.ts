@@ -14,6 +14,7 @@ export {
   INVENTORY_POLICIES,
   PRUNE_PROPAGATION_POLICIES,
 } from "./gitops.ts";
+export { GO_YAML_OPTIONS, goYamlNumber } from "./go-yaml.ts";
 export { DEFAULT_GRPC_LOG_LEVEL, DEFAULT_LOG_LEVEL, LOG_LEVELS, type LogLevel } from "./observability.ts";
 export {
   DEFAULT_MAX_CONFIG_BYTES,
@@ -21,7 +22,9 @@ export {
   type ParseOptions,
   parseAgentConfiguration,
 } from "./parse.ts";
-export { configurationFileProtoJson, protoDuration } from "./proto-json.ts";
+export { formatProtoDuration, MAX_DURATION_MS, parseProtoDuration } from "./proto-duration.ts";
+export { configurationFileProtoJson } from "./proto-json.ts";
+export { UNSUPPORTED_SECTIONS, type UnsupportedSection, unsupportedSections } from "./unsupported.ts";
 export { deserializeAgentConfiguration, serializeAgentConfiguration } from "./wire.ts";
 
 /** What an empty config.yaml means: every feature off, logging at its defaults. */

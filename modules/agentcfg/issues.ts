@@ -25,11 +25,21 @@ export function fromZodIssues(
       }
     } else {
       out.push(
-        withPosition({ path: formatPath(issue.path), message: issue.message }, issue.path, false, source),
+        withPosition({ path: formatPath(issue.path), message: messageOf(issue) }, issue.path, false, source),
       );
     }
   }
   return out;
+}
+
+// YAML 1.1 (as GitLab reads it) makes `yes`, `on`, `y`, `1.0`, `0x10` booleans or numbers.
+const UNQUOTED = /received (boolean|number)$/;
+
+function messageOf(issue: z.core.$ZodIssue): string {
+  const scalar = issue.code === "invalid_type" && issue.expected === "string" && UNQUOTED.exec(issue.message);
+  return scalar
+    ? `${issue.message} (YAML reads the unquoted value as a ${scalar[1]}: quote it)`
+    : issue.message;
 }
 
 function withPosition(

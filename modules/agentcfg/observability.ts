@@ -11,8 +11,9 @@ export const DEFAULT_GRPC_LOG_LEVEL: LogLevel = "error";
 
 export const loggingSchema = (f: Flavour) =>
   f.object({
-    level: z.enum(LOG_LEVELS).default(DEFAULT_LOG_LEVEL),
-    grpc_level: z.enum(LOG_LEVELS).default(DEFAULT_GRPC_LOG_LEVEL),
+    // A protobuf enum (log_level_enum): by name, or by number (info 0, debug 1, warn 2, error 3).
+    level: f.protoEnum(LOG_LEVELS).default(DEFAULT_LOG_LEVEL),
+    grpc_level: f.protoEnum(LOG_LEVELS).default(DEFAULT_GRPC_LOG_LEVEL),
   });
 
 export const googleProfilerSchema = (f: Flavour) =>

@@ -1,8 +1,12 @@
 // config.yaml text -> a validated AgentConfiguration, or one AgentConfigurationError listing
-// every problem with its YAML path and position.
+// every problem with its YAML path and position. Read as GitLab's kas reads it: YAML -> JSON as
+// sigs.k8s.io/yaml does (go-yaml.ts), then protojson field by field (flavour.ts). Stricter than
+// GitLab on the YAML only: duplicate keys and several documents are refused (go-yaml v2 keeps
+// the last key and the first document silently).
 import { LineCounter, parseDocument } from "yaml";
 import { type AgentConfiguration, agentConfigurationSchema } from "./configuration.ts";
 import { AgentConfigurationError, type AgentConfigurationIssue, formatPath } from "./errors.ts";
+import { GO_YAML_OPTIONS } from "./go-yaml.ts";
 import { fromZodIssues, pathAt } from "./issues.ts";
 
 /** GitLab's own limit for an agent's config.yaml is of this order; kas reads it whole into memory. */
@@ -28,7 +32,12 @@ export function parseAgentConfiguration(text: string, options: ParseOptions = {}
 
   try {
     const lineCounter = new LineCounter();
-    const doc = parseDocument(text, { lineCounter, prettyErrors: true, uniqueKeys: true, version: "1.2" });
+    const doc = parseDocument(text, {
+      lineCounter,
+      prettyErrors: true,
+      uniqueKeys: true,
+      ...GO_YAML_OPTIONS,
+    });
     if (doc.errors.length > 0) {
       fail(
         doc.errors.map((e) => {
@@ -49,7 +58,7 @@ export function parseAgentConfiguration(text: string, options: ParseOptions = {}
       fail([{ path: "", message: `YAML aliases expand too much: ${errorMessage(e)}` }]);
     }
     // Empty, comments only, or `null`: nothing configured.
-    const result = agentConfigurationSchema.safeParse(value ?? {});
+    const result = agentConfigurationSchema.safeParse(nullsUnset(value ?? {}));
     if (!result.success) fail(fromZodIssues(result.error.issues, { doc, lineCounter }));
     return result.data!;
   } catch (e) {
@@ -58,6 +67,18 @@ export function parseAgentConfiguration(text: string, options: ParseOptions = {}
     // is still a refused configuration, never a crash of kas.
     return fail([{ path: "", message: `cannot read the file: ${errorMessage(e)}` }]);
   }
+}
+
+/**
+ * protojson reads a field set to null as a field not set: its default applies, whatever its type.
+ * The key stays (an unknown one is still refused) with no value. A null in a list is refused.
+ */
+function nullsUnset(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(nullsUnset);
+  if (typeof value !== "object" || value === null) return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) out[k] = v === null ? undefined : nullsUnset(v);
+  return out;
 }
 
 function firstLine(message: string): string {

@@ -2,6 +2,7 @@
 // GitLab (agent_configuration). The names are already the proto's json_name (snake_case); only
 // durations differ: milliseconds here, protojson's google.protobuf.Duration text ("3600s") there.
 import type { AgentConfiguration } from "./configuration.ts";
+import { formatProtoDuration } from "./proto-duration.ts";
 
 /** The configuration with durations as protojson writes them; a fresh object (the input is not touched). */
 export function configurationFileProtoJson(config: AgentConfiguration): Record<string, unknown> {
@@ -19,12 +20,5 @@ export function configurationFileProtoJson(config: AgentConfiguration): Record<s
 type Json = Record<string, unknown>;
 
 function durationField(o: Json | undefined, key: string): void {
-  if (o && typeof o[key] === "number") o[key] = protoDuration(o[key]);
-}
-
-/** google.protobuf.Duration in protojson: seconds, with 3, 6 or 9 fraction digits when not whole. */
-export function protoDuration(ms: number): string {
-  const whole = Math.floor(ms / 1000);
-  const millis = Math.round(ms - whole * 1000);
-  return millis === 0 ? `${whole}s` : `${whole}.${String(millis).padStart(3, "0")}s`;
+  if (o && typeof o[key] === "number") o[key] = formatProtoDuration(o[key]);
 }

@@ -29,8 +29,8 @@ export const remoteDevelopmentSchema = (f: Flavour) =>
       .optional(),
     default_resources_per_workspace_container: resourceRequirementsSchema(f).optional(),
     max_resources_per_workspace: resourceRequirementsSchema(f).optional(),
-    workspaces_quota: z.int().min(-1).optional(),
-    workspaces_per_user_quota: z.int().min(-1).optional(),
+    workspaces_quota: f.integer(z.int().min(-1)).optional(),
+    workspaces_per_user_quota: f.integer(z.int().min(-1)).optional(),
     use_kubernetes_user_namespaces: z.boolean().optional(),
     default_runtime_class: z.string().optional(),
     allow_privilege_escalation: z.boolean().optional(),
@@ -39,7 +39,7 @@ export const remoteDevelopmentSchema = (f: Flavour) =>
     image_pull_secrets: z
       .array(f.object({ name: z.string().min(1), namespace: z.string().min(1) }))
       .optional(),
-    max_active_hours_before_stop: z.int().positive().optional(),
-    max_stopped_hours_before_termination: z.int().positive().optional(),
+    max_active_hours_before_stop: f.integer(z.int().positive()).optional(),
+    max_stopped_hours_before_termination: f.integer(z.int().positive()).optional(),
     shared_namespace: z.string().optional(),
   });

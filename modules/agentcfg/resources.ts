@@ -2,8 +2,9 @@
 import { z } from "zod";
 import type { Flavour } from "./flavour.ts";
 
-// A Kubernetes quantity ("500m", "1Gi"); YAML users often write a bare number (`cpu: 1`).
-const quantity = z.union([z.string().min(1), z.number().nonnegative()]).transform(String);
+// A Kubernetes quantity ("500m", "1Gi"). A string field in GitLab's proto: protojson refuses a
+// bare number (`cpu: 1`), so it is refused here too (write `cpu: "1"`); empty is unset.
+const quantity = z.string().transform((v) => (v === "" ? undefined : v));
 
 export const resourceSchema = (f: Flavour) =>
   f.object({ cpu: quantity.optional(), memory: quantity.optional() });

@@ -8,6 +8,7 @@ export interface ConfigurationMetrics {
   streams: Gauge;
   pushes: Counter<"result">;
   posts: Counter<"result">;
+  unsupported: Counter<"section">;
 }
 
 export function createConfigurationMetrics(registry: Registry): ConfigurationMetrics {
@@ -49,6 +50,12 @@ export function createConfigurationMetrics(registry: Registry): ConfigurationMet
       name: "kas_agent_configuration_posts_total",
       help: "Agent configurations posted to GitLab (agent_configuration), by result (posted; elsewhere: another replica posts that commit; not_found: GitLab no longer knows the agent; failed: retried at the next poll).",
       labelNames: ["result"],
+      registers: [registry],
+    }),
+    unsupported: new Counter({
+      name: "kas_agent_configuration_unsupported_sections_total",
+      help: "Agent configurations read with a section this agent does not act on (kept and passed on, but nothing done with it), by section; once per agent and commit.",
+      labelNames: ["section"],
       registers: [registry],
     }),
   };

@@ -3,6 +3,7 @@
 import { z } from "zod";
 import { HttpError, sendJson } from "../../../tool/http/serve/index.ts";
 import type { Logger } from "../../../tool/observability/index.ts";
+import { unsupportedSections } from "../../agentcfg/index.ts";
 import {
   type ApiRoute,
   agentStateRoute,
@@ -12,7 +13,10 @@ import {
 } from "../../runtime/index.ts";
 import type { StatusStore } from "./status-store.ts";
 
-/** `GET /api/v1/agents/{agent_id}/configuration` -> the effective configuration, its commit, and the last problem. */
+/**
+ * `GET /api/v1/agents/{agent_id}/configuration` -> the effective configuration, its commit, the
+ * sections it sets that this agent does not act on (`unsupported`), and the last problem.
+ */
 export function configurationRoute(store: StatusStore): ApiRoute {
   return agentStateRoute("configuration", {
     what: "agent configuration state",
@@ -24,10 +28,12 @@ export function configurationRoute(store: StatusStore): ApiRoute {
           `agent ${agentId} is not connected to any kas replica, or its configuration was not read yet`,
         );
       }
+      const known = state.commitId !== undefined;
       sendJson(res, 200, {
         agent_id: agentId,
         commit_id: state.commitId ?? null,
-        configuration: state.commitId === undefined ? null : state.configuration,
+        configuration: known ? state.configuration : null,
+        unsupported: known ? unsupportedSections(state.configuration) : [],
         ...(state.problem && { last_error: state.problem }),
         ...(state.checkedAt && { checked_at: state.checkedAt }),
       });

@@ -7,6 +7,7 @@ import {
   AgentConfigurationError,
   EMPTY_AGENT_CONFIGURATION,
   parseAgentConfiguration,
+  unsupportedSections,
 } from "../../agentcfg/index.ts";
 import {
   type AgentInfo,
@@ -66,8 +67,13 @@ interface Watch extends PolledWatch {
   failing: string | undefined;
 }
 
+/** Agents whose last reported commit is remembered (the oldest forgotten first). */
+const MAX_REPORTED_AGENTS = 10_000;
+
 export class ConfigurationWatches extends PollWatches<Watch> {
   readonly #o: WatchesOptions;
+  /** Agent id -> the commit whose unsupported sections were last logged and counted. */
+  readonly #reported = new Map<string, string>();
 
   constructor(options: WatchesOptions) {
     super(options, "agent configuration");
@@ -263,15 +269,30 @@ export class ConfigurationWatches extends PollWatches<Watch> {
       throw err;
     }
     if (content === undefined) return { configuration: EMPTY_AGENT_CONFIGURATION };
+    let configuration: AgentConfiguration;
     try {
       const text = content.toString("utf8");
-      return {
-        configuration: parseAgentConfiguration(text, { maxBytes: this.#o.maxFileBytes, fileName: path }),
-      };
+      configuration = parseAgentConfiguration(text, { maxBytes: this.#o.maxFileBytes, fileName: path });
     } catch (err) {
       if (!(err instanceof AgentConfigurationError)) throw err;
       return refused(err.message);
     }
+    this.#reportUnsupported(agent.agentId, commit, configuration);
+    return { configuration };
+  }
+
+  /** Sections kept but not acted on: logged and counted once per agent and commit, never silent. */
+  #reportUnsupported(agentId: string, commit: string, configuration: AgentConfiguration): void {
+    const sections = unsupportedSections(configuration);
+    if (sections.length === 0 || this.#reported.get(agentId) === commit) return;
+    this.#reported.delete(agentId); // re-inserted last: the newest stays longest
+    this.#reported.set(agentId, commit);
+    if (this.#reported.size > MAX_REPORTED_AGENTS) this.#reported.delete(this.#reported.keys().next().value!);
+    for (const section of sections) this.#o.metrics.unsupported.inc({ section });
+    this.#o.log.warn(
+      { agentId, commitId: commit, sections },
+      "agent configuration sets sections this agent does not act on; they are kept and passed on, but ignored",
+    );
   }
 
   /** Counted once per poll; every agent of the watch keeps its configuration and learns why (the loop backs off). */

@@ -2,18 +2,24 @@
 // and every valid configuration survives YAML -> parse -> JSON -> agent side unchanged.
 import fc from "fast-check";
 import { describe, expect, test } from "vitest";
-import { stringify } from "yaml";
+import { stringify as stringifyYaml } from "yaml";
 import {
   AgentConfigurationError,
   agentConfigurationSchema,
   DRY_RUN_STRATEGIES,
   deserializeAgentConfiguration,
+  formatProtoDuration,
+  GO_YAML_OPTIONS,
   INVENTORY_POLICIES,
   LOG_LEVELS,
   PRUNE_PROPAGATION_POLICIES,
   parseAgentConfiguration,
   serializeAgentConfiguration,
 } from "../../../modules/agentcfg/index.ts";
+
+// As GitLab reads YAML: strings that go-yaml v2 would read as booleans or numbers are quoted.
+const stringify = (value: unknown, options: { collectionStyle?: "flow" } = {}) =>
+  stringifyYaml(value, { ...GO_YAML_OPTIONS, ...options });
 
 // a.b[0]["odd key"]: plain names joined by dots, indexes and other keys in brackets.
 const PATH =
@@ -76,7 +82,7 @@ const KEYS = [
 const yamlish = fc.letrec((tie) => ({
   value: fc.oneof(
     { depthSize: "small", withCrossShrink: true },
-    fc.constantFrom(null, true, false, 0, -1, 1.5, "", "none", "3600s", "1h30m", "info", "x", "{}", "*a"),
+    fc.constantFrom(null, true, false, 0, -1, 1.5, "", "none", "3600s", "1.5s", "info", "x", "{}", "*a"),
     fc.string(),
     fc.array(tie("value"), { maxLength: 4 }),
     fc.dictionary(fc.oneof(fc.constantFrom(...KEYS), fc.string()), tie("value"), { maxKeys: 5 }),
@@ -154,15 +160,16 @@ describe("never anything but AgentConfigurationError", () => {
 const name = fc.stringMatching(/^[a-z][a-z0-9-]{0,10}(\/[a-z][a-z0-9-]{0,10}){0,2}$/);
 const text = fc.string({ minLength: 1, maxLength: 20 });
 
+// As protojson writes a Duration (seconds, 0/3/6/9 fraction digits), and as people write it.
 const duration = fc
-  .record({ h: fc.nat(100), m: fc.nat(59), s: fc.nat(59), ms: fc.nat(999) }, { requiredKeys: [] })
-  .filter((d) => Object.keys(d).length > 0)
-  .map((d) => ({
-    text: Object.entries(d)
-      .map(([unit, n]) => `${n}${unit}`)
-      .join(""),
-    ms: (d.h ?? 0) * 3_600_000 + (d.m ?? 0) * 60_000 + (d.s ?? 0) * 1_000 + (d.ms ?? 0),
-  }));
+  .record({ seconds: fc.nat(1_000_000), millis: fc.nat(999) })
+  .chain(({ seconds, millis }) =>
+    fc.constantFrom(
+      { text: formatProtoDuration(seconds * 1000 + millis), ms: seconds * 1000 + millis },
+      { text: `${seconds}s`, ms: seconds * 1000 },
+      { text: `${seconds}.${String(millis).padStart(3, "0")}000s`, ms: seconds * 1000 + millis },
+    ),
+  );
 
 const gitRef = fc.oneof(
   text.map((branch) => ({ branch })),
@@ -336,7 +343,7 @@ describe("valid configurations", () => {
 
 const DURATION_FIELDS = new Set(["reconcile_timeout", "prune_timeout", "scanner_timeout"]);
 function reviveDurations(key: string, value: unknown): unknown {
-  return DURATION_FIELDS.has(key) && typeof value === "number" ? `${value}ms` : value;
+  return DURATION_FIELDS.has(key) && typeof value === "number" ? formatProtoDuration(value) : value;
 }
 
 /** Every plain object in `value` with its YAML path. */

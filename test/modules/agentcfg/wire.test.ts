@@ -88,6 +88,20 @@ describe("wire form", () => {
     ).toEqual(["user_access.access_as"]);
   });
 
+  test("what kas takes as GitLab does reaches the agent as parsed: negative and sub-millisecond durations, levels by number", () => {
+    const parsed = parseAgentConfiguration(
+      "gitops:\n  manifest_projects:\n  - id: a\n    reconcile_timeout: -1s\n    prune_timeout: 0.000000001s\n" +
+        "observability:\n  logging: {level: 1, grpc_level: 3}\n",
+    );
+    const agentSide = deserializeAgentConfiguration(serializeAgentConfiguration(parsed));
+    expect(agentSide).toEqual(parsed);
+    expect(agentSide.gitops!.manifest_projects[0]).toMatchObject({
+      reconcile_timeout: -1000,
+      prune_timeout: 0.000001,
+    });
+    expect(agentSide.observability.logging).toEqual({ level: "debug", grpc_level: "error" });
+  });
+
   test("a oneof with only a key this agent does not know is refused, not silently emptied", () => {
     const wire = JSON.parse(serializeAgentConfiguration(parseAgentConfiguration(TEXT)));
     wire.ci_access.instance.access_as = { ci_pipeline: {} };
