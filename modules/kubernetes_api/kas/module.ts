@@ -20,7 +20,7 @@ import { serveKubernetesProxy } from "./proxy-server.ts";
  * Who may use the proxy besides CI jobs and users (whom GitLab vouches for, through `deps.gitlab`),
  * as kas's composition decides it.
  */
-export interface KubernetesApiAccess extends Omit<ProxyAuthorizationOptions, "configurations" | "gitlab"> {
+export interface KubernetesApiAccess extends Omit<ProxyAuthorizationOptions, "gitlab"> {
   cors?: CorsPolicy;
   /** GitLab's answers kept at most (agent.info_cache_max_entries); default AnswerCache's. */
   gitlabAnswersMaxEntries?: number;
@@ -43,7 +43,7 @@ export function kubernetesApiModule(
     "kubernetes_api",
     Phase.front,
     "kubernetesApi",
-    async ({ log, requests, agentHttp, configurations, connectionLimits, gitlab }) => {
+    async ({ log, requests, agentHttp, connectionLimits, gitlab }) => {
       const tls = await proxyTls(config, dataDir);
       const gitlabAnswers =
         gitlab &&
@@ -60,7 +60,6 @@ export function kubernetesApiModule(
         authorize: authorizeProxyRequest({
           ...(access.agentToken && { agentToken: access.agentToken }),
           ...(gitlabAnswers && { gitlab: gitlabAnswers }),
-          configurations,
         }),
         proxy: agentHttp,
         metrics: requests,
