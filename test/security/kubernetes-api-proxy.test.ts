@@ -260,7 +260,9 @@ describe("paths", () => {
         expect(await send(`GET ${path} HTTP/1.1`, caller.credentials), path).toBe(400);
       }
     }
-    expect(kube.requests.length).toBe(before);
+    // agentk's own leader-election lease renewals may land meanwhile; nothing else may.
+    const reached = kube.requests.slice(before).filter((r) => !r.path.includes("/leases/"));
+    expect(reached.map((r) => `${r.method} ${r.path}`)).toEqual([]);
   });
 });
 

@@ -16,6 +16,7 @@ import type { AddressInfo } from "node:net";
 import { jwtVerify } from "jose";
 import { AgentAuthorizations } from "./gitlab/agent-authorizations.ts";
 import { allowedAgentsBody } from "./gitlab/allowed-agents-body.ts";
+import { environmentSlug } from "./gitlab/environment-slug.ts";
 import { type Group, Namespaces, type Project, type Role, type User } from "./gitlab/namespaces.ts";
 import { GitLabUsageMetrics, USAGE_METRICS_PATH, type UsageMetrics } from "./gitlab/usage-metrics.ts";
 
@@ -74,10 +75,10 @@ export interface TestJob {
   /** The job's user (GitLab's current_user for the job token). */
   user: User;
   /**
-   * The job's environment: `name` is what ci_access `environments` match (as Rails filters),
-   * `slug` and `tier` what GitLab answers. `slug` defaults to the name.
+   * The job's environment: `name` is what ci_access `environments` match (as Rails filters); GitLab
+   * answers its slug (made from the name as Rails makes it) and `tier`.
    */
-  environment?: { name: string; slug?: string; tier: string };
+  environment?: { name: string; tier: string };
   /** Whether the job's pipeline runs for a protected branch or tag (Rails' `pipeline.protected_ref?`). Default false. */
   protectedRef?: boolean;
 }
@@ -418,18 +419,14 @@ export class GitLabApiServer {
     return {
       job: { id: job.jobId },
       pipeline: { id: job.pipelineId },
-      project: {
-        id: project.id,
-        path: project.fullPath,
-        groups: groups.map((g) => ({ id: g.id, path: g.fullPath })),
-      },
+      project: { id: project.id, groups: groups.map((g) => g.id) },
       user: {
         id: job.user.id,
         username: job.user.username,
         roles: Namespaces.roles(this.#namespaces.projectAccess(job.user.id, project)),
       },
       ...(job.environment && {
-        environment: { slug: job.environment.slug ?? job.environment.name, tier: job.environment.tier },
+        environment: { slug: environmentSlug(job.environment.name), tier: job.environment.tier },
       }),
       authorizations: kept.map((a) => ({
         agentId: a.agent.id,
@@ -441,9 +438,9 @@ export class GitLabApiServer {
 
   /**
    * Grape's validation, then the user's session or token, then the agent (404), then the user's
-   * access to it (AgentAuthorizations#authorizeProxyUser). Rails answers a personal access token it
-   * does not find with 400 ("Unable to get user from request data") and a bad session or CSRF token
-   * with 401; both are 401 here, which is how kas reads "not this user".
+   * access to it (AgentAuthorizations#authorizeProxyUser). As Rails: a personal access token it does
+   * not find is 400 ("Unable to get user from request data": no user), a session it does not find
+   * or a CSRF token that does not match it is 401.
    */
   #authorizeProxyUser(body: unknown): [number, unknown] {
     const b = (body ?? {}) as Record<string, unknown>;
@@ -456,11 +453,15 @@ export class GitLabApiServer {
       return [400, { error: "agent_id, access_type, access_key are missing or invalid" }];
     if (b.access_type === "session_cookie" && (typeof b.csrf_token !== "string" || b.csrf_token === ""))
       return [400, { error: "csrf_token is missing" }];
-    const user = this.#users.get(b.access_key);
-    if (user === undefined || user.accessType !== b.access_type)
-      return [401, { message: "401 Unauthorized" }];
-    if (user.accessType === "session_cookie" && user.csrfToken !== b.csrf_token)
-      return [401, { message: "401 Unauthorized" }];
+    const found = this.#users.get(b.access_key);
+    const user = found?.accessType === b.access_type ? found : undefined;
+    if (b.access_type === "session_cookie") {
+      if (user === undefined) return [401, { message: "401 Unauthorized - Invalid session" }];
+      if (user.csrfToken !== b.csrf_token)
+        return [401, { message: "401 Unauthorized - CSRF token does not match" }];
+    }
+    if (user === undefined)
+      return [400, { message: "400 Bad request - Unable to get user from request data" }];
     const agent = this.#authorizations.agent(b.agent_id);
     if (agent === undefined) return [404, { message: "404 Not found" }];
     return this.#authorizations.authorizeProxyUser({ id: user.id, username: user.username }, agent);

@@ -20,30 +20,30 @@ export type CiAccessAs =
   | { ci_job: Record<string, never> }
   | { ci_user: Record<string, never> };
 
-/** One agent GitLab lets the job use (`allowed_agents[]`), with the ci_access entry GitLab matched. */
+/**
+ * One agent GitLab lets the job use (`allowed_agents[]`): Rails has applied the agent's ci_access
+ * (projects, groups, the implicit authorization of its own project, `environments`,
+ * `protected_branches_only`) to the job, and sends the entry it matched.
+ */
 export interface AllowedAgent {
   id: string;
   configProjectId: string;
-  /** GitLab's copy of the matching ci_access entry: used when kas has no configuration of the agent. */
+  /** The matched ci_access entry as GitLab stored it: as whom the job reaches the cluster. */
   configuration: {
     defaultNamespace?: string;
     accessAs?: CiAccessAs;
-    /**
-     * The entry's `protected_branches_only`. GitLab leaves such an entry out of its answer unless
-     * the job's pipeline runs for a protected branch or tag (Rails' CiAccess::FilterService), so one
-     * in the answer shows that the ref is protected.
-     */
-    protectedBranchesOnly?: boolean;
   };
 }
 
-/** GitLab's answer. Ids are decimal strings (GitLab's are int64). */
+/**
+ * GitLab's answer. Ids are decimal strings (GitLab's are int64). Rails sends the project's id and
+ * its groups' ids only (no paths), and the environment's slug and tier (not its name).
+ */
 export interface AllowedAgentsForJob {
   allowedAgents: AllowedAgent[];
   job: { id: string };
   pipeline: { id: string };
-  /** `path` is the project's full path (`path_with_namespace`), when GitLab says it. */
-  project: { id: string; path?: string; groups: { id: string; path?: string }[] };
+  project: { id: string; groups: { id: string }[] };
   user: { id: string; username: string };
   environment?: { slug: string; tier: string };
 }
@@ -88,17 +88,12 @@ export function parseAllowedAgentsResponse(body: unknown): AllowedAgentsForJob {
       const agent = r.object(a, `allowed_agents[${i}]`);
       const configuration = agent.configuration == null ? {} : r.object(agent.configuration, "configuration");
       const namespace = r.optionalString(configuration, "default_namespace", "configuration.", true);
-      // The ci_access entry as GitLab stored it from the agent's config.yaml: a boolean when set.
-      const protectedOnly = configuration.protected_branches_only;
-      if (protectedOnly != null && typeof protectedOnly !== "boolean")
-        throw r.fail(`allowed_agents[${i}].configuration.protected_branches_only`, "expected a boolean");
       return {
         id: r.id(agent, "id"),
         configProjectId: r.id(r.object(agent.config_project, "config_project"), "id"),
         configuration: {
           ...(namespace && { defaultNamespace: namespace }),
           ...(configuration.access_as != null && { accessAs: ciAccessAs(r, configuration.access_as) }),
-          ...(protectedOnly === true && { protectedBranchesOnly: true }),
         },
       };
     }),
@@ -106,16 +101,10 @@ export function parseAllowedAgentsResponse(body: unknown): AllowedAgentsForJob {
     pipeline: { id: r.id(r.object(root.pipeline, "pipeline"), "id") },
     project: {
       id: r.id(project, "id"),
-      groups: groups.map((g, i) => {
-        const group = r.object(g, `project.groups[${i}]`);
-        const path = r.optionalString(group, "full_path", "project.groups.");
-        return { id: r.id(group, "id"), ...(path && { path }) };
-      }),
+      groups: groups.map((g, i) => ({ id: r.id(r.object(g, `project.groups[${i}]`), "id") })),
     },
     user: { id: r.id(user, "id"), username: r.string(user, "username", "user.") },
   };
-  const path = r.optionalString(project, "path_with_namespace", "project.");
-  if (path !== undefined) job.project.path = path;
   if (root.environment != null) {
     const env = r.object(root.environment, "environment");
     job.environment = {

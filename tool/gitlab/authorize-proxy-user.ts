@@ -35,6 +35,8 @@ const AUTHORIZE_USER_REFUSALS: GitLabRefusals = {
   unauthenticated: "GitLab does not accept the user's credentials",
   forbidden: "GitLab does not let the user use this agent",
   notFound: "GitLab does not let the user use this agent",
+  // Rails' `bad_request!('Unable to get user from request data')`: no user for the access key.
+  badRequest: "GitLab finds no user for the credentials",
 };
 
 /** Whether the user of `request` may use its agent. Rejects with a GitLabError (or `signal`'s reason). */

@@ -50,6 +50,12 @@ export interface GitLabRefusals {
   forbidden: string;
   /** 404, followed by GitLab's detail. */
   notFound: string;
+  /**
+   * 400, followed by GitLab's detail, where the endpoint answers 400 for credentials it cannot
+   * read (authorize_proxy_user: "Unable to get user from request data" for an unknown personal
+   * access token): `unauthenticated`, an answer, not retried. Absent: 400 is `unavailable`.
+   */
+  badRequest?: string;
 }
 
 /** One request to GitLab's API (kas's JWT is added), and how its answer reads. */
@@ -79,7 +85,8 @@ export interface GitLabRequest<T> {
 
 /**
  * GitLab's API as kas calls it, with kas's own JWT in `Gitlab-Kas-Api-Request`. 401/403/404 are
- * answers (GitLabError unauthenticated / forbidden / not_found); everything else (5xx, network,
+ * answers (GitLabError unauthenticated / forbidden / not_found), and 400 where the endpoint says so
+ * (GitLabRefusals.badRequest); everything else (5xx, network,
  * timeouts, bodies of the wrong shape) is `unavailable` and retried with backoff until the deadline.
  */
 export class GitLabClient {
@@ -249,17 +256,15 @@ export class GitLabClient {
           );
         }
         throw new GitLabError("unauthenticated", refusals.unauthenticated, answered);
+      case 400:
+        if (refusals.badRequest === undefined) break;
+        throw new GitLabError("unauthenticated", `${refusals.badRequest}${suffix(gitlabMessage)}`, answered);
       case 403:
         throw new GitLabError("forbidden", `${refusals.forbidden}${suffix(gitlabMessage)}`, answered);
       case 404:
         throw new GitLabError("not_found", `${refusals.notFound}${suffix(gitlabMessage)}`, answered);
-      default:
-        throw new GitLabError(
-          "unavailable",
-          `GitLab answered HTTP ${status}${suffix(gitlabMessage)}`,
-          answered,
-        );
     }
+    throw new GitLabError("unavailable", `GitLab answered HTTP ${status}${suffix(gitlabMessage)}`, answered);
   }
 
   /** Closes the connection pool if this client created it. */

@@ -1,6 +1,7 @@
 /**
  * How a call to GitLab failed, coarse enough to answer it:
- * - unauthenticated: GitLab does not accept the credentials kas asked about (HTTP 401).
+ * - unauthenticated: GitLab does not accept the credentials kas asked about (HTTP 401; HTTP 400
+ *   where an endpoint answers so for credentials naming no one, see GitLabRefusals.badRequest).
  * - forbidden: GitLab knows them but refuses (HTTP 403).
  * - not_found: what was asked about does not exist, or is hidden from the caller (HTTP 404).
  * - unavailable: kas could not find out (GitLab down, a timeout, a 5xx, an answer of the wrong

@@ -1,11 +1,13 @@
-// Who may reach which cluster through the proxy, and as whom: GitLab says who the caller is (a CI
-// job's allowed agents, a user's authorization for the agent), the agent's configuration as kas
-// read it says whether that is enough and as whom the cluster sees the request.
-import type { AgentConfigurations } from "../../runtime/index.ts";
+// Who may reach which cluster through the proxy, and as whom. GitLab decides, as with GitLab's own
+// kas: its `allowed_agents` answer for a CI job already applies the agent's ci_access (projects,
+// groups, the agent's own project, environments by name, protected_branches_only by the pipeline's
+// ref) and carries the matched entry's access_as; its `authorize_proxy_user` answer applies
+// user_access and carries its access_as. GitLab's copy of the configuration is the one kas posts
+// (agent_configuration). kas does not check again with its own copy: GitLab's answer has no paths
+// and no environment name to check with, and a second opinion could only refuse what GitLab allows.
 import { type AuthorizeProxyRequest, type ProxyAccess, ProxyAccessError, proxyAccess } from "./access.ts";
-import { ciAuthorization, userAccessAs } from "./access-rules.ts";
 import { parseProxyCredentials } from "./credentials.ts";
-import type { AllowedAgentsForJob, CiAccessAs, Impersonation, ProxyGitLab } from "./gitlab-answers.ts";
+import type { AllowedAgentsForJob, Impersonation, ProxyGitLab } from "./gitlab-answers.ts";
 import { ciJobIdentity, ciUserIdentity, userIdentity } from "./impersonation.ts";
 import type { CountProxyRequest } from "./usage.ts";
 
@@ -14,7 +16,6 @@ export interface ProxyAuthorizationOptions {
   agentToken?: (token: string, signal: AbortSignal) => Promise<{ agentId: string }>;
   /** GitLab, for CI jobs and users; absent (no gitlab.address): they are refused. */
   gitlab?: ProxyGitLab;
-  configurations: AgentConfigurations;
   /** Usage counts for GitLab: each request GitLab vouched for, once authorized. */
   count?: CountProxyRequest;
 }
@@ -34,7 +35,7 @@ export function authorizeProxyRequest(o: ProxyAuthorizationOptions): AuthorizePr
       }
       case "ci_job": {
         const job = await needGitLab("CI job tokens").allowedAgentsForJob(creds.jobToken, signal);
-        const access = ciJobAccessOnce(creds.agentId, job, await o.configurations.get(creds.agentId));
+        const access = ciJobAccessOnce(creds.agentId, job);
         o.count?.("ci_access", creds.agentId, job.user.id);
         return access;
       }
@@ -51,14 +52,8 @@ export function authorizeProxyRequest(o: ProxyAuthorizationOptions): AuthorizePr
           signal,
         );
         if (auth.agent.id !== agentId) throw new ProxyAccessError(403, `GitLab authorized another agent`);
-        const config = await o.configurations.get(agentId);
-        // Without kas's copy of the configuration, GitLab's reading of user_access stands.
-        const as = config
-          ? userAccessAs(agentId, config)
-          : (auth.accessAs as { user?: unknown }).user !== undefined
-            ? "user"
-            : "agent";
-        const access = proxyAccess(agentId, as === "agent" ? undefined : userIdentity(auth, creds.kind));
+        const asUser = (auth.accessAs as { user?: unknown }).user !== undefined;
+        const access = proxyAccess(agentId, asUser ? userIdentity(auth, creds.kind) : undefined);
         o.count?.(creds.kind === "session_cookie" ? "user_access" : "pat_access", agentId, auth.user.id);
         return access;
       }
@@ -67,46 +62,35 @@ export function authorizeProxyRequest(o: ProxyAuthorizationOptions): AuthorizePr
 }
 
 /**
- * The last decision per GitLab answer: the answer cache hands out the same object while it holds
- * it, and the agent's configuration is the same object until it changes, so a job's requests
- * encode their identity once, not on each request (a sixth of kas's own work per
- * request in `bench:rpc`'s kube list). Refusals are not kept: they are rare and cheap to repeat.
+ * The decision per GitLab answer and agent: the answer cache hands out the same object while it
+ * holds it, so a job's requests encode their identity once, not on each request (a sixth of kas's
+ * own work per request in `bench:rpc`'s kube list). Refusals are not kept: they are cheap to repeat.
  */
-const lastCiAccess = new WeakMap<
-  AllowedAgentsForJob,
-  { agentId: string; config: unknown; access: ProxyAccess }
->();
+const ciAccessByAnswer = new WeakMap<AllowedAgentsForJob, Map<string, ProxyAccess>>();
 
-function ciJobAccessOnce(
-  agentId: string,
-  job: AllowedAgentsForJob,
-  config: Parameters<typeof ciAuthorization>[1] | undefined,
-): ProxyAccess {
-  const last = lastCiAccess.get(job);
-  if (last !== undefined && last.agentId === agentId && last.config === config) return last.access;
-  const access = ciJobAccess(agentId, job, config);
-  lastCiAccess.set(job, { agentId, config, access });
+function ciJobAccessOnce(agentId: string, job: AllowedAgentsForJob): ProxyAccess {
+  const decided = ciAccessByAnswer.get(job) ?? new Map<string, ProxyAccess>();
+  const known = decided.get(agentId);
+  if (known !== undefined) return known;
+  const access = ciJobAccess(agentId, job);
+  decided.set(agentId, access); // bounded: the agents of one answer
+  ciAccessByAnswer.set(job, decided);
   return access;
 }
 
-function ciJobAccess(
-  agentId: string,
-  job: AllowedAgentsForJob,
-  config: Parameters<typeof ciAuthorization>[1] | undefined,
-): ProxyAccess {
+/** As GitLab's kas: the agent must be in the answer; its entry's access_as says as whom (default: the agent). */
+function ciJobAccess(agentId: string, job: AllowedAgentsForJob): ProxyAccess {
   const allowed = job.allowedAgents.find((a) => a.id === agentId);
   if (allowed === undefined) {
     throw new ProxyAccessError(
       403,
-      `the job's project may not use agent ${agentId} (GitLab's allowed_agents)`,
+      `GitLab does not let this job use agent ${agentId} (allowed_agents: its ci_access authorizes neither the job's project nor its groups, for this environment and ref)`,
     );
   }
-  // Without kas's copy of the configuration, GitLab's copy of the matching entry stands.
-  const accessAs: CiAccessAs = config
-    ? ciAuthorization(agentId, config, job).accessAs
-    : (allowed.configuration.accessAs ?? { agent: {} });
   // One key is set (an absent one may still be present as undefined).
-  const as = accessAs as Partial<Record<string, unknown>> & { impersonate?: Impersonation };
+  const as = (allowed.configuration.accessAs ?? {}) as Partial<Record<string, unknown>> & {
+    impersonate?: Impersonation;
+  };
   if (as.impersonate !== undefined) return proxyAccess(agentId, as.impersonate);
   if (as.ci_job !== undefined) return proxyAccess(agentId, ciJobIdentity(job, allowed));
   if (as.ci_user !== undefined) return proxyAccess(agentId, ciUserIdentity(job, allowed));

@@ -21,7 +21,7 @@ import { type CountProxyRequest, proxyUsageCounters } from "./usage.ts";
  * Who may use the proxy besides CI jobs and users (whom GitLab vouches for, through `deps.gitlab`),
  * as kas's composition decides it.
  */
-export interface KubernetesApiAccess extends Omit<ProxyAuthorizationOptions, "configurations" | "gitlab"> {
+export interface KubernetesApiAccess extends Omit<ProxyAuthorizationOptions, "gitlab"> {
   cors?: CorsPolicy;
   /** GitLab's answers kept at most (agent.info_cache_max_entries); default AnswerCache's. */
   gitlabAnswersMaxEntries?: number;
@@ -46,7 +46,7 @@ export function kubernetesApiModule(
     "kubernetes_api",
     Phase.front,
     "kubernetesApi",
-    async ({ log, requests, agentHttp, configurations, connectionLimits, gitlab }) => {
+    async ({ log, requests, agentHttp, connectionLimits, gitlab }) => {
       const tls = await proxyTls(config, dataDir);
       const gitlabAnswers =
         gitlab &&
@@ -63,7 +63,6 @@ export function kubernetesApiModule(
         authorize: authorizeProxyRequest({
           ...(access.agentToken && { agentToken: access.agentToken }),
           ...(gitlabAnswers && { gitlab: gitlabAnswers }),
-          configurations,
           ...(count && { count }),
         }),
         proxy: agentHttp,

@@ -61,7 +61,13 @@ const REFUSAL_STATUS: Record<Exclude<GitLabErrorKind, "unavailable">, number> = 
   not_found: 404,
 };
 
-/** GitLab's refusals as the proxy answers them; a user refused in any way is 401, as in GitLab's kas. */
+/**
+ * GitLab's refusals as the proxy answers them. A user refused in any way is 401, as in GitLab's kas
+ * (which gives 401 for GitLab's 401/403/404). That includes authorize_proxy_user's 400 "Unable to
+ * get user from request data", GitLab's answer for a personal access token it does not know (the
+ * client's `unauthenticated`, see GitLabRefusals.badRequest): a bad token is the client's fault, so
+ * 401 rather than the 500 GitLab's kas gives for it.
+ */
 function toAccessError(user: boolean) {
   return (err: unknown): never => {
     if (!(err instanceof GitLabError)) {

@@ -1,8 +1,8 @@
 // A CI job's kubectl through kas works only because kas told GitLab the agent's configuration:
 // GitLab's allowed_agents answers from the ci_access kas posted (agent_configuration), so a job
 // of group/app is refused while the posted config.yaml does not list the project, allowed once a
-// commit lists it and kas posted that, and refused again once a commit removes it and kas posted
-// that. Each step waits for kas's post (the GitLab test server's record), not for time.
+// commit lists it and kas posted that, as whom the posted entry's access_as says, and refused again
+// once a commit removes it and kas posted that. Each step waits for kas's post (the GitLab test server's record), not for time.
 
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { stringify } from "yaml";
@@ -19,6 +19,11 @@ const OTHER = { projectId: 101, path: "group/other" };
 const configListing = (...projects: string[]) => ({
   ci_access: { projects: projects.map((id) => ({ id, access_as: { ci_job: {} } })) },
 });
+const whoamiOf = async (k: Kubectl): Promise<UserInfo> => {
+  const r = await k.run(["auth", "whoami", "-o", "json"]);
+  expect(r.code, r.stderr).toBe(0);
+  return JSON.parse(r.stdout).status.userInfo;
+};
 
 let setup: KubeProxySetup;
 let gitlab: GitLabApiServer;
@@ -57,7 +62,7 @@ async function expectRefusedByGitLab(k: Kubectl) {
   const r = await k.run(["get", "pods", "-v=8"]);
   expect(r.code).toBe(1);
   expect(r.stderr).toMatch(/Response Status: 403 Forbidden/);
-  expect(r.stderr).toContain("may not use agent 42 (GitLab's allowed_agents)");
+  expect(r.stderr).toContain("GitLab does not let this job use agent 42");
 }
 
 beforeAll(async () => {
@@ -91,9 +96,13 @@ test("GitLab lets a CI job use the agent only once kas posted a configuration wh
   const pods = await allowed.run(["get", "pods"]);
   expect(pods.code, pods.stderr).toBe(0);
   expect(pods.stdout).toMatch(/^web\s/m);
-  const whoami = await allowed.run(["auth", "whoami", "-o", "json"]);
-  expect(whoami.code, whoami.stderr).toBe(0);
-  expect((JSON.parse(whoami.stdout).status.userInfo as UserInfo).username).toBe("gitlab:ci_job:602");
+  expect((await whoamiOf(allowed)).username).toBe("gitlab:ci_job:602");
+
+  // The entry's access_as as GitLab holds it from kas's post, in GitLab's answer, decides as whom.
+  await commitAndWaitForPost({
+    ci_access: { projects: [{ id: APP.path, access_as: { impersonate: { username: "deployer" } } }] },
+  });
+  expect((await whoamiOf(await appJob(604))).username).toBe("deployer");
 
   const removed = await commitAndWaitForPost(configListing(OTHER.path));
   expect(removed).toMatchObject({ ci_access: { projects: [{ id: OTHER.path }] } });

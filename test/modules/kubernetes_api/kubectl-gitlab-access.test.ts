@@ -1,14 +1,19 @@
 // The real kubectl through kas's Kubernetes API proxy with GitLab's credentials: a CI job's token
 // (`ci:<agent id>:<job token>`, GitLab's allowed_agents), a user's personal access token
-// (`pat:<agent id>:<token>`, authorize_proxy_user) and a static dev token; the agent's ci_access /
-// user_access (its config.yaml, read by kas from a local git repository, and GitLab's copy, which
-// kas posted: GitLab's answers derive from it) decide, and the Kubernetes test server records as
-// whom each request came (the Impersonate-* headers agentk passed on).
+// (`pat:<agent id>:<token>`, authorize_proxy_user) and a static dev token. GitLab decides, from its
+// copy of the agent's ci_access / user_access (the config.yaml kas read from a local git repository
+// and posted), and kas follows its answers; the Kubernetes test server records as whom each request
+// came (the Impersonate-* headers agentk passed on).
 import { Agent, fetch as undiciFetch } from "undici";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { TOKEN } from "../../kas/support/fixtures.ts";
 import type { InProcessKas } from "../../kas/support/in-process.ts";
-import { ALLOWED_AGENTS_PATH, type GitLabApiServer } from "../../support/gitlab-api.ts";
+import { environmentSlug } from "../../support/gitlab/environment-slug.ts";
+import {
+  ALLOWED_AGENTS_PATH,
+  AUTHORIZE_PROXY_USER_PATH,
+  type GitLabApiServer,
+} from "../../support/gitlab-api.ts";
 import type { UserInfo } from "../../support/kube/impersonation.ts";
 import { type Kubectl, kubectlFor } from "../../support/kube/kubectl.ts";
 import type { KubeApiServer } from "../../support/kube-apiserver.ts";
@@ -26,6 +31,7 @@ const PROJECTS = {
   elsewhere: { projectId: 103, path: "group/elsewhere" },
   release: { projectId: 104, path: "group/release" },
   foreign: { projectId: 105, path: "other-root/app" },
+  reviewApps: { projectId: 106, path: "group/review-apps" },
 };
 const CONFIG = {
   ci_access: {
@@ -33,7 +39,8 @@ const CONFIG = {
       { id: "group/app", access_as: { ci_job: {} } },
       { id: "group/prod-only", environments: ["production", "review/*"] },
       { id: "group/release", protected_branches_only: true, access_as: { ci_job: {} } },
-      // Outside the agent's root group: kas's copy lists it, GitLab ignores it (as Rails does).
+      { id: "group/review-apps", environments: ["review/*"], access_as: { ci_job: {} } },
+      // Outside the agent's root group: GitLab ignores it (as Rails does).
       { id: "other-root/app" },
     ],
     groups: [
@@ -131,6 +138,14 @@ afterAll(async () => {
   await setup?.close();
 });
 
+/** kubectl with `token` is refused with 403 because GitLab's allowed_agents does not list agent 42. */
+async function refusedByGitLab(token: string): Promise<void> {
+  const r = await (await kubectlWith(token)).run(["get", "pods", "-v=8"]);
+  expect(r.code).toBe(1);
+  expect(r.stderr).toMatch(/Response Status: 403 Forbidden/);
+  expect(r.stderr).toContain("GitLab does not let this job use agent 42");
+}
+
 describe("CI jobs through kas (ci:<agent id>:<job token>)", () => {
   test("access_as ci_job: kubectl works as gitlab:ci_job:<id>, with GitLab's groups and extras; credentials stay at kas", async () => {
     const k = await kubectlWith(job(501, PROJECTS.app));
@@ -208,14 +223,20 @@ describe("CI jobs through kas (ci:<agent id>:<job token>)", () => {
     expect(refused.stderr).toContain("may not set impersonate-user");
   });
 
-  test("refused by GitLab's allowed_agents: a project ci_access does not list, an environment it does not allow, a project outside the agent's root group (listed in kas's copy, ignored by GitLab); an unknown token", async () => {
+  test("environments: GitLab matches the environment's name (review/Feature-1 against review/*); the identity names the environment by the slug GitLab answers", async () => {
+    const name = "review/Feature-1";
+    const slug = environmentSlug(name);
+    expect(slug).not.toBe(name); // GitLab's answer has no name to match the configuration with
+    const who = await whoami(await kubectlWith(job(540, PROJECTS.reviewApps, name)));
+    expect(who.username).toBe("gitlab:ci_job:540");
+    expect(who.groups).toContain(`gitlab:project_env:106:${slug}`);
+    expect(who.extra["agent.gitlab.com/environment_slug"]).toEqual([slug]);
+    await refusedByGitLab(job(541, PROJECTS.reviewApps, "production"));
+    await refusedByGitLab(job(542, PROJECTS.reviewApps));
+  });
+
+  test("refused by GitLab's allowed_agents: a project ci_access does not list, an environment it does not allow, a project outside the agent's root group (listed in the configuration, ignored by GitLab); an unknown token", async () => {
     const before = fromKubectl().length;
-    const refusedByGitLab = async (token: string) => {
-      const r = await (await kubectlWith(token)).run(["get", "pods", "-v=8"]);
-      expect(r.code).toBe(1);
-      expect(r.stderr).toMatch(/Response Status: 403 Forbidden/);
-      expect(r.stderr).toContain("may not use agent 42 (GitLab's allowed_agents)");
-    };
     await refusedByGitLab(job(510, PROJECTS.elsewhere));
     await refusedByGitLab(job(511, PROJECTS.prodOnly, "staging"));
     await refusedByGitLab(job(512, PROJECTS.foreign));
@@ -226,7 +247,7 @@ describe("CI jobs through kas (ci:<agent id>:<job token>)", () => {
     expect(fromKubectl().length).toBe(before);
   });
 
-  test("protected_branches_only: a job whose pipeline ref is protected may use the agent, one whose ref is not is refused (403, a Kubernetes Status)", async () => {
+  test("protected_branches_only, as GitLab applies it: a job whose pipeline ref is protected may use the agent, one whose ref is not is refused (403, a Kubernetes Status); kas follows GitLab's copy of the configuration", async () => {
     const onTag = await kubectlWith(job(530, PROJECTS.release, undefined, true));
     const pods = await onTag.run(["get", "pods"]);
     expect(pods.code, pods.stderr).toBe(0);
@@ -235,45 +256,41 @@ describe("CI jobs through kas (ci:<agent id>:<job token>)", () => {
 
     const before = fromKubectl().length;
     // GitLab leaves the entry out for an unprotected ref: the agent is not among the allowed.
-    const onBranch = await (await kubectlWith(job(531, PROJECTS.release))).run(["get", "pods", "-v=8"]);
-    expect(onBranch.code).toBe(1);
-    expect(onBranch.stderr).toMatch(/Response Status: 403 Forbidden/);
-    expect(onBranch.stderr).toContain("may not use agent 42 (GitLab's allowed_agents)");
-
-    // GitLab's copy without the flag (as if kas's post of the commit that added it were lost): GitLab
-    // lets the job use the agent, kas's copy refuses.
-    const posted = gitlab.postedConfigurations.at(-1)!.agentConfig;
-    const older = structuredClone(posted) as { ci_access: { projects: Record<string, unknown>[] } };
-    for (const entry of older.ci_access.projects) delete entry.protected_branches_only;
-    gitlab.takeConfiguration(42, older);
+    const onBranch = job(531, PROJECTS.release);
+    await refusedByGitLab(onBranch);
+    const pki = await testPki();
+    const dispatcher = new Agent({ connect: { ca: pki.caCert } });
     try {
-      const stale = job(532, PROJECTS.release);
-      const refused = await (await kubectlWith(stale)).run(["get", "pods", "-v=8"]);
-      expect(refused.code).toBe(1);
-      expect(refused.stderr).toMatch(/Response Status: 403 Forbidden/);
-      expect(refused.stderr).toContain("only for jobs on protected branches or tags");
-      const pki = await testPki();
-      const dispatcher = new Agent({ connect: { ca: pki.caCert } });
-      try {
-        const res = await undiciFetch(`${kas.addresses.kubernetesApi}/api/v1/namespaces/default/pods`, {
-          dispatcher,
-          headers: { authorization: `Bearer ${stale}` },
-        });
-        expect(res.status).toBe(403);
-        expect(await res.json()).toMatchObject({
-          kind: "Status",
-          status: "Failure",
-          reason: "Forbidden",
-          code: 403,
-          message: expect.stringContaining("protected_branches_only"),
-        });
-      } finally {
-        await dispatcher.close();
-      }
+      const res = await undiciFetch(`${kas.addresses.kubernetesApi}/api/v1/namespaces/default/pods`, {
+        dispatcher,
+        headers: { authorization: `Bearer ${onBranch}` },
+      });
+      expect(res.status).toBe(403);
+      expect(await res.json()).toMatchObject({
+        kind: "Status",
+        status: "Failure",
+        reason: "Forbidden",
+        code: 403,
+        message: expect.stringContaining("GitLab does not let this job use agent 42"),
+      });
+    } finally {
+      await dispatcher.close();
+    }
+    expect(fromKubectl().length).toBe(before);
+
+    // GitLab's copy without the flag (as GitLab holds it after a post of a commit without it): GitLab
+    // lets the job of an unprotected ref use the agent, and kas does as GitLab says.
+    const posted = gitlab.postedConfigurations.at(-1)!.agentConfig;
+    const without = structuredClone(posted) as { ci_access: { projects: Record<string, unknown>[] } };
+    for (const entry of without.ci_access.projects) delete entry.protected_branches_only;
+    gitlab.takeConfiguration(42, without);
+    try {
+      expect((await whoami(await kubectlWith(job(532, PROJECTS.release)))).username).toBe(
+        "gitlab:ci_job:532",
+      );
     } finally {
       gitlab.takeConfiguration(42, posted);
     }
-    expect(fromKubectl().length).toBe(before);
   });
 
   test("GitLab's answer is cached: one allowed_agents call per job token, however many requests; GitLab down -> 503", async () => {
@@ -322,9 +339,12 @@ describe("users through kas", () => {
       access_key: "pat-alice",
     });
 
+    // A token GitLab finds no user for: GitLab's 400 ("Unable to get user from request data") is 401.
     const stranger = await (await kubectlWith("pat:42:pat-unknown")).run(["get", "pods", "-v=8"]);
     expect(stranger.code).toBe(1);
+    expect(stranger.stderr).toMatch(/Response Status: 401 Unauthorized/);
     expect(stranger.stderr).toContain("You must be logged in to the server");
+    expect(gitlab.requests.findLast((r) => r.path === AUTHORIZE_PROXY_USER_PATH)?.status).toBe(400);
   });
 
   test("the web UI's session: _gitlab_kas cookie, Gitlab-Agent-Id, X-Csrf-Token; CORS for GitLab's origin only", async () => {

@@ -109,6 +109,28 @@ describe("GitLabError", () => {
     expect(unknown.message).not.toContain("glagent-unknown");
   });
 
+  test("authorize_proxy_user's 400 for a token naming no user: unauthenticated, asked once; elsewhere a 400 is unavailable", async () => {
+    const before = gitlab.requests.length;
+    const err = await failure(
+      authorizeProxyUser(client, {
+        agentId: "42",
+        accessType: "personal_access_token",
+        accessKey: "glpat-nobody",
+      }),
+    );
+    expect(err).toMatchObject({
+      kind: "unauthenticated",
+      status: 400,
+      gitlabMessage: "400 Bad request - Unable to get user from request data",
+    });
+    expect(err.retryable).toBe(false);
+    expect(err.message).not.toContain("glpat-nobody");
+    expect(gitlab.requests.length - before).toBe(1);
+    gitlab.failNext({ status: 400 }, { status: 400 });
+    const other = await failure(getAgentInfo(client, TOKEN));
+    expect(other).toMatchObject({ kind: "unavailable", status: 400 });
+  });
+
   test("GitLab failing: unavailable with its status, retryable, retried", async () => {
     gitlab.failNext({ status: 502 }, { status: 500, body: JSON.stringify({ message: "boom" }) });
     const err = await failure(getAgentInfo(client, TOKEN));
