@@ -17,11 +17,21 @@ export function fluxModule({ gitlabExternalUrl }: FluxKasOptions = {}): KasModul
   return {
     name: "flux",
     phase: Phase.capability,
-    create({ log, registry, agentRpc, projects, broadcast }) {
+    create({ log, registry, agentRpc, projects, broadcast, usage }) {
       const metrics = createFluxKasMetrics(registry);
       const pushes = new PushFanout();
       agentRpc.server.addService(GitLabFluxService, {
-        reconcileProjects: reconcileProjectsHandler({ rpc: agentRpc, projects, pushes, metrics, log }),
+        reconcileProjects: reconcileProjectsHandler({
+          rpc: agentRpc,
+          projects,
+          pushes,
+          metrics,
+          usage: {
+            notified: usage.counter("flux_git_push_notifications_total"),
+            projects: usage.uniqueCounter("flux_git_push_notified_unique_projects"),
+          },
+          log,
+        }),
       });
       const flux: FluxServiceServer = {
         getGitLab(call, callback) {

@@ -3,7 +3,10 @@
 // agents (GitLab.com sees thousands of pushes a minute).
 import type { PushedProject } from "../../runtime/index.ts";
 
-export type PushListener = (fullPath: string) => void;
+/** A push of a followed project: its full path, and its id when the push carried one. */
+export type FollowedPush = PushedProject & { fullPath: string };
+
+export type PushListener = (project: FollowedPush) => void;
 
 export class PushFanout {
   readonly #byPath = new Map<string, Set<PushListener>>();
@@ -27,9 +30,10 @@ export class PushFanout {
 
   /** A push any replica was told of. Pushes named by numeric id only reach nobody (as in GitLab). */
   pushed(project: PushedProject): number {
-    if (project.fullPath === undefined) return 0;
-    const listeners = this.#byPath.get(project.fullPath);
-    for (const l of listeners ?? []) l(project.fullPath);
+    const { fullPath } = project;
+    if (fullPath === undefined) return 0;
+    const listeners = this.#byPath.get(fullPath);
+    for (const l of listeners ?? []) l({ ...project, fullPath });
     return listeners?.size ?? 0;
   }
 }

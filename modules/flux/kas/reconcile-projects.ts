@@ -17,9 +17,11 @@ import {
   type ProjectAccess,
   ProjectAccessError,
   rpcError,
+  type UniqueUsageCounter,
+  type UsageCounter,
 } from "../../runtime/index.ts";
 import type { FluxKasMetrics } from "./metrics.ts";
-import type { PushFanout } from "./pushes.ts";
+import type { FollowedPush, PushFanout } from "./pushes.ts";
 
 /** Pushes waiting per stream (GitLab's maxBufferedNotifications). */
 export const MAX_QUEUED_PUSHES = 10;
@@ -32,6 +34,11 @@ export interface ReconcileProjectsDeps {
   projects: ProjectAccess;
   pushes: PushFanout;
   metrics: FluxKasMetrics;
+  /**
+   * GitLab's usage counts, as its flux module keeps them: each push sent to an agent
+   * (`flux_git_push_notifications_total`) and the projects pushed (`flux_git_push_notified_unique_projects`).
+   */
+  usage: { notified: UsageCounter; projects: UniqueUsageCounter };
   log: Logger;
 }
 
@@ -83,8 +90,8 @@ export function reconcileProjectsHandler(deps: ReconcileProjectsDeps): GitLabFlu
 }
 
 /** One stream's queue of pushed projects, checked and sent one at a time. */
-class ProjectStream {
-  readonly #queue: string[] = [];
+export class ProjectStream {
+  readonly #queue: FollowedPush[] = [];
   readonly #stop = new AbortController();
   #working = false;
 
@@ -94,14 +101,17 @@ class ProjectStream {
     readonly send: (response: ReconcileProjectsResponse) => void,
   ) {}
 
-  pushed(fullPath: string): void {
+  pushed(project: FollowedPush): void {
     if (this.#stop.signal.aborted) return;
     if (this.#queue.length >= MAX_QUEUED_PUSHES) {
       this.deps.metrics.dropped.inc();
-      this.deps.log.debug({ agentId: this.agent.agentId, project: fullPath }, "flux: dropping a git push");
+      this.deps.log.debug(
+        { agentId: this.agent.agentId, project: project.fullPath },
+        "flux: dropping a git push",
+      );
       return;
     }
-    this.#queue.push(fullPath);
+    this.#queue.push(project);
     if (!this.#working) void this.#work();
   }
 
@@ -119,7 +129,8 @@ class ProjectStream {
     }
   }
 
-  async #notify(fullPath: string): Promise<void> {
+  async #notify(project: FollowedPush): Promise<void> {
+    const { fullPath } = project;
     const signal = this.#stop.signal;
     try {
       await this.deps.projects.repositoryFor(this.agent, fullPath, signal);
@@ -135,6 +146,8 @@ class ProjectStream {
     }
     if (signal.aborted) return;
     this.deps.metrics.notified.inc();
+    this.deps.usage.notified.inc();
+    if (project.id !== undefined) this.deps.usage.projects.add(project.id);
     this.send({ project: { id: fullPath } });
   }
 }

@@ -8,7 +8,6 @@ import { createGitopsMetrics } from "./metrics.ts";
 import { gitopsRoute } from "./routes.ts";
 import { addGitopsService } from "./rpc.ts";
 import { MemoryStatusStore, RedisStatusStore } from "./status-store.ts";
-import { pushUsageCounters } from "./usage.ts";
 import { RefWatches } from "./watches.ts";
 
 /** How long the API keeps showing an agent's GitOps state after its last write. */
@@ -21,7 +20,6 @@ export function gitopsModule(config: GitopsKasConfig): KasModuleFactory {
     create({ log, registry, repositories, projects, broadcast, redis, agentRpc, api, usage }) {
       const metrics = createGitopsMetrics(registry);
       const watches = new RefWatches({ repositories, pollPeriodMs: config.pollPeriodMs, metrics, log });
-      const notifications = pushUsageCounters(usage, watches);
       const store = redis
         ? new RedisStatusStore(redis, STATUS_TTL_MS, log)
         : new MemoryStatusStore(STATUS_TTL_MS);
@@ -41,7 +39,7 @@ export function gitopsModule(config: GitopsKasConfig): KasModuleFactory {
       return {
         name: "gitops",
         start() {
-          stopListening = pollOnGitPush(broadcast, log, notifications, metrics.pushes);
+          stopListening = pollOnGitPush(broadcast, log, watches, metrics.pushes);
         },
         drain() {
           stopListening();

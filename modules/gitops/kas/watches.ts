@@ -88,23 +88,6 @@ export class RefWatches extends PollWatches<Watch> {
     return [...watch.subscribers.values()].some((s) => followsProject(s, project));
   }
 
-  /**
-   * The agents whose streams here follow `project`, each told of a push to it; and the project's
-   * numeric id, from the push or from a stream that knows it.
-   */
-  agentsFollowing(project: PushedProject): { agents: Set<string>; projectId: string | undefined } {
-    const agents = new Set<string>();
-    let projectId = project.id;
-    for (const watch of this.watches()) {
-      for (const s of watch.subscribers.values()) {
-        if (!followsProject(s, project)) continue;
-        agents.add(s.agentId);
-        projectId ??= s.projectNames.find((n) => /^[1-9]\d*$/.test(n));
-      }
-    }
-    return { agents, projectId };
-  }
-
   /** One poll: true when the ref was reached (the loop backs off after false). */
   protected async poll(watch: Watch): Promise<boolean> {
     const first = watch.subscribers.values().next().value;

@@ -1,8 +1,7 @@
 // Usage metrics end to end: kas (in this process, GitLab's API test server as its GitLab, a static
 // token for agent 42 whose configuration and manifest project are local git repositories) and
 // agentk (the Kubernetes test server as its cluster). Requests through the Kubernetes API proxy
-// with each of GitLab's credentials, a commit sent to the agent and a git push notification show up
-// in kas's posts to GitLab's `usage_metrics` endpoint under GitLab's kas's names; GitLab failing
+// with each of GitLab's credentials and a commit sent to the agent show up in kas's posts to GitLab's `usage_metrics` endpoint under GitLab's kas's names; GitLab failing
 // for two periods loses nothing; nothing is posted while there is nothing to report. The period is
 // 100 ms; the tests wait on GitLab's recorded posts and kas's report metric, never on time.
 import { randomBytes } from "node:crypto";
@@ -12,7 +11,7 @@ import { join } from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { stringify } from "yaml";
-import { gitlabJwt, TOKEN } from "../../kas/support/fixtures.ts";
+import { TOKEN } from "../../kas/support/fixtures.ts";
 import { type InProcessKas, startInProcessKas } from "../../kas/support/in-process.ts";
 import { type InProcessAgentk, startInProcessAgentk } from "../../support/agentk-in-process.ts";
 import { GitRepo } from "../../support/git-repo.ts";
@@ -21,7 +20,6 @@ import { type KubeApiServer, startKubeApiServer } from "../../support/kube-apise
 import { until } from "../../support/until.ts";
 
 const MANIFESTS = "group/manifests";
-const MANIFESTS_ID = 777;
 const WAIT = 20_000;
 
 let dir: string;
@@ -142,7 +140,7 @@ afterAll(async () => {
 });
 
 describe("usage metrics reach GitLab as GitLab's kas sends them", () => {
-  test("proxy requests of each kind, a commit sent to the agent and a git push notification, with their users, agents and project", async () => {
+  test("proxy requests of each kind and a commit sent to the agent, with their users and agents", async () => {
     // The manifest project's commit went to the agent (its ConfigMap is in the cluster): gitops_sync.
     await until(() => kube.store.has("configmaps", "default", "from-git"), WAIT, "the agent's first sync");
     // kas has read the agent's configuration (ci_access / user_access decide the proxy's requests).
@@ -152,22 +150,11 @@ describe("usage metrics reach GitLab as GitLab's kas sends them", () => {
     expect(await session()).toBe(200);
     expect(await proxied({ authorization: "Bearer pat:42:unknown" })).toBe(401); // refused: not counted
 
-    const res = await fetch(`${kas.addresses.api}/api/v1/notifications/git_push`, {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        "gitlab-kas-api-request": await gitlabJwt(kas.apiSecret),
-      },
-      body: JSON.stringify({ project: { id: MANIFESTS_ID, full_path: MANIFESTS } }),
-    });
-    expect(res.status).toBe(204);
-
     const expected = {
       k8s_api_proxy_request: 4,
       k8s_api_proxy_requests_via_ci_access: 2,
       k8s_api_proxy_requests_via_user_access: 1,
       k8s_api_proxy_requests_via_pat_access: 1,
-      flux_git_push_notifications_total: 1,
     };
     await usage()
       .waitFor(
@@ -189,7 +176,6 @@ describe("usage metrics reach GitLab as GitLab's kas sends them", () => {
       k8s_api_proxy_requests_unique_agents_via_user_access: [42],
       k8s_api_proxy_requests_unique_users_via_pat_access: [11],
       k8s_api_proxy_requests_unique_agents_via_pat_access: [42],
-      flux_git_push_notified_unique_projects: [MANIFESTS_ID],
     });
     // Every post GitLab saw was taken: none refused, each with kas's JWT.
     expect(usage().attempts.every((a) => a.status === 204)).toBe(true);

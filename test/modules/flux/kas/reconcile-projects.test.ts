@@ -1,12 +1,18 @@
-// ReconcileProjects' request checks (GitLab's validation: a full path per project) and the push fan-out.
+// ReconcileProjects' request checks (GitLab's validation: a full path per project), the push fan-out,
+// and what one stream counts for GitLab's usage metrics.
 import fc from "fast-check";
+import { Registry } from "prom-client";
 import { describe, expect, test } from "vitest";
+import { createFluxKasMetrics } from "../../../../modules/flux/kas/metrics.ts";
 import { PushFanout } from "../../../../modules/flux/kas/pushes.ts";
 import {
   MAX_PROJECT_PATH,
   MAX_PROJECTS,
+  ProjectStream,
   requestedProjects,
 } from "../../../../modules/flux/kas/reconcile-projects.ts";
+import { ProjectAccessError, UsageTracker } from "../../../../modules/runtime/index.ts";
+import { createLogger } from "../../../../tool/observability/index.ts";
 
 const request = (...ids: string[]) => ({ project: ids.map((id) => ({ id })) });
 
@@ -43,8 +49,8 @@ describe("PushFanout", () => {
     const fanout = new PushFanout();
     const a: string[] = [];
     const b: string[] = [];
-    const stopA = fanout.follow(["g/p", "g/q"], (p) => a.push(p));
-    fanout.follow(["g/q"], (p) => b.push(p));
+    const stopA = fanout.follow(["g/p", "g/q"], (p) => a.push(p.fullPath));
+    fanout.follow(["g/q"], (p) => b.push(p.fullPath));
     expect(fanout.pushed({ fullPath: "g/q", id: "7" })).toBe(2);
     expect(fanout.pushed({ fullPath: "g/p" })).toBe(1);
     expect(fanout.pushed({ fullPath: "g/r" })).toBe(0);
@@ -55,5 +61,47 @@ describe("PushFanout", () => {
     fanout.pushed({ fullPath: "g/q" });
     expect(a).toEqual(["g/q", "g/p"]);
     expect(b).toEqual(["g/q", "g/q"]);
+  });
+});
+
+describe("ProjectStream", () => {
+  test("each push sent to the agent counts for GitLab's usage metrics, with its project id; a refused one does not", async () => {
+    const usage = new UsageTracker();
+    const sent: string[] = [];
+    let done: () => void = () => {};
+    const allSent = new Promise<void>((resolve) => {
+      done = resolve;
+    });
+    const stream = new ProjectStream(
+      { agentId: "42", projectId: "7" } as never,
+      {
+        projects: {
+          repositoryFor: async (_agent: unknown, path: string) => {
+            if (path === "g/secret") throw new ProjectAccessError("forbidden", "no access");
+            return {} as never;
+          },
+        } as never,
+        metrics: createFluxKasMetrics(new Registry()),
+        usage: {
+          notified: usage.counter("flux_git_push_notifications_total"),
+          projects: usage.uniqueCounter("flux_git_push_notified_unique_projects"),
+        },
+        log: createLogger({ level: "silent" }),
+      },
+      (r) => {
+        sent.push(r.project!.id);
+        if (sent.length === 3) done();
+      },
+    );
+    stream.pushed({ fullPath: "g/p", id: "11" });
+    stream.pushed({ fullPath: "g/secret", id: "12" });
+    stream.pushed({ fullPath: "g/q" });
+    stream.pushed({ fullPath: "g/p", id: "11" });
+    await allSent;
+    expect(sent).toEqual(["g/p", "g/q", "g/p"]);
+    expect(usage.collect()).toEqual({
+      counters: { flux_git_push_notifications_total: 3 },
+      uniqueCounters: { flux_git_push_notified_unique_projects: ["11"] },
+    });
   });
 });
