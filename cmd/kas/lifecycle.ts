@@ -52,6 +52,11 @@ export class KasLifecycle {
 
   /** Builds and starts every module; on failure, whatever started is stopped again. */
   async start(): Promise<KasRunning> {
+    // Not ready until every module runs: the observability listener (and /readiness) opens with the
+    // parts, before the fronts listen; a load balancer must not send traffic to a half-started kas.
+    const starting = this.#o.readiness.add("start", () => {
+      throw new Error("starting");
+    });
     let parts: KasParts;
     try {
       parts = await this.#o.open();
@@ -66,6 +71,7 @@ export class KasLifecycle {
       runner = composed.runner;
       this.#running = { parts, runner, published };
       await runner.start(composed.deps);
+      starting();
       return this.#running;
     } catch (err) {
       this.#stopping = this.#stop(parts, runner, 0).catch(() => {});

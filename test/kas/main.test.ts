@@ -75,7 +75,7 @@ describe("kas main", () => {
         "gitlab.api_rate_limit is GitLab's setting; this kas does not rate-limit its calls to GitLab (it caches GitLab's answers: agent.info_cache_ttl)",
       );
       const notUsed = warnings.filter((w) => / GitLab's settings?; /.test(w));
-      expect(notUsed).toHaveLength(14);
+      expect(notUsed).toHaveLength(13);
       expect(new Set(notUsed).size).toBe(notUsed.length);
       child.kill("SIGTERM");
       expect(await exitCode(child)).toBe(0);
