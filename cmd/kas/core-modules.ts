@@ -106,7 +106,12 @@ export function apiFrontModule(
             grpc: rpc.connections,
           });
         },
-        drain: () => rpc?.drain(),
+        drain() {
+          rpc?.drain();
+          // Every HTTP answer from now on says `Connection: close`: GitLab's kept-alive
+          // connections end after their next exchange, before close() stops accepting.
+          listener?.drain();
+        },
         close: async (graceMs) => listener?.close(graceMs),
       };
     },

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { startInProcessAgentk } from "../support/agentk-in-process.ts";
+import { rawExchange } from "../support/raw-http.ts";
 import { RedisServer } from "../support/redis-server.ts";
 import { until } from "../support/until.ts";
 import { AGENT_ID, gitlabJwt, TOKEN, writeFixtures } from "./support/fixtures.ts";
@@ -105,14 +106,21 @@ describe("kas process, end to end", () => {
     expect(counted).toBeLessThanOrEqual(a.rejected.length + 1); // one may have been cut by stop()
   });
 
-  it("SIGTERM during a streaming response: the response completes, then kas exits 0", async () => {
-    const kas = await start({ KAS_SHUTDOWN_GRACE_PERIOD: "10s", KAS_SHUTDOWN_DRAIN_DELAY: "1s" });
+  it("SIGTERM during a streaming response: the API answers Connection: close during the drain delay, the response completes, then kas exits 0", async () => {
+    const kas = await start({ KAS_SHUTDOWN_GRACE_PERIOD: "10s", KAS_SHUTDOWN_DRAIN_DELAY: "2s" });
     await (await agent(kas)).agent.client.ready(10_000);
     const res = await api(kas, `/api/v1/agents/${AGENT_ID}/services/prometheus/stream`);
     const reader = res.body!.getReader();
     expect(Buffer.from((await reader.read()).value!).toString()).toBe("first\n");
     kas.child.kill("SIGTERM");
     await until(() => kas.out().includes('"msg":"shutting down"'), 10_000, "kas shutting down");
+    // Still served while load balancers take kas out, but a kept-alive connection ends after it:
+    // closing one between two requests could lose the second.
+    const { port } = new URL(kas.addresses.api!);
+    const request = `GET /api/v1/agents?project_id=7 HTTP/1.1\r\nhost: kas\r\ngitlab-kas-api-request: ${await gitlabJwt(files.apiSecret)}\r\n\r\n`;
+    const draining = await rawExchange(Number(port), request);
+    expect(draining.status, draining.body).toBe(200);
+    expect(draining.headers.connection).toBe("close");
     // After the drain delay kas stops accepting: new connections are refused while the stream carries on.
     await until(
       () =>

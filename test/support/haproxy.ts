@@ -27,6 +27,12 @@ export interface HaproxyOptions {
    * does. Its health checks follow each server's `healthUrl` (all with the same path).
    */
   httpBackends?: Array<string | HaproxyServer>;
+  /**
+   * How the second frontend balances: `http` (default) request by request over its own
+   * connections to the servers, or `tcp`, each client connection passed whole to one server (as a
+   * TCP load balancer does: the client's keep-alive connection is a connection to one replica).
+   */
+  httpFrontendMode?: "http" | "tcp";
   /** `roundrobin` (default) or `leastconn`. */
   balance?: "roundrobin" | "leastconn";
   /** Milliseconds between health checks (TCP connects) of each backend. Default 200. */
@@ -124,6 +130,7 @@ export class Haproxy {
   async #start({
     backends,
     httpBackends,
+    httpFrontendMode = "http",
     balance = "roundrobin",
     checkIntervalMs = 200,
     readyTimeoutMs = 10_000,
@@ -145,12 +152,14 @@ export class Haproxy {
     const http = httpBackends
       ? [
           "frontend api",
-          "  mode http",
+          `  mode ${httpFrontendMode}`,
           `  bind ${this.host}:${this.httpPort}`,
-          "  timeout http-keep-alive 10s",
+          ...(httpFrontendMode === "http"
+            ? ["  timeout http-keep-alive 10s"]
+            : ["  option tcplog", "  log stderr format raw local0 info"]),
           "  default_backend api",
           "backend api",
-          "  mode http",
+          `  mode ${httpFrontendMode}`,
           `  balance ${balance}`,
           ...servers("api", httpBackends),
         ]

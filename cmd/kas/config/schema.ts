@@ -288,7 +288,7 @@ const kasSchema = z.object({
   }),
   shutdownDrainDelayMs: durationSetting({
     default: "5s",
-    doc: "On SIGTERM: how long the HTTP fronts (API, Kubernetes API proxy) keep accepting after readiness turns 503, so load balancers take this replica out before it stops accepting and closes idle keep-alive connections (every response meanwhile says Connection: close). Counted within shutdown_grace_period, at most half of it.",
+    doc: "On SIGTERM: how long the HTTP fronts (API, Kubernetes API proxy) keep accepting after readiness turns 503, so load balancers take this replica out before it stops accepting and closes its keep-alive connections as they go quiet (every response meanwhile says Connection: close). Counted within shutdown_grace_period, at most half of it.",
   }),
 });
 

@@ -5,6 +5,7 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
 import { type JsonLinesProcess, msg, spawnAgentk } from "../../agentk/support/processes.ts";
 import { gitlabJwt, TOKEN, writeFixtures } from "../../kas/support/fixtures.ts";
 import { type KasProcess, listenAddressOf, portsEnv, spawnKas } from "../../kas/support/kas-process.ts";
@@ -23,6 +24,8 @@ export interface KasClusterOptions {
   /** Extra kas settings (environment), e.g. a short KAS_SHUTDOWN_GRACE_PERIOD. */
   kasEnv?: Record<string, string>;
   replicas?: number;
+  /** haproxy's mode in front of the APIs for GitLab (`Haproxy`'s `httpFrontendMode`). Default `http`. */
+  apiBalancing?: "http" | "tcp";
 }
 
 export class KasCluster {
@@ -48,7 +51,7 @@ export class KasCluster {
     return cluster;
   }
 
-  async #start({ kasEnv = {}, replicas = 2 }: KasClusterOptions) {
+  async #start({ kasEnv = {}, replicas = 2, apiBalancing = "http" }: KasClusterOptions) {
     this.dir = await mkdtemp(join(tmpdir(), "e2e-cluster-"));
     this.files = await writeFixtures(this.dir);
     this.service = await InClusterService.start();
@@ -88,6 +91,7 @@ export class KasCluster {
         address: listenAddressOf(k.addresses.api!),
         healthUrl: healthUrl(k),
       })),
+      httpFrontendMode: apiBalancing,
     });
     const tokenFile = join(this.dir, "token");
     await writeFile(tokenFile, TOKEN);
@@ -158,34 +162,43 @@ export class KasCluster {
 export interface LoadResult {
   at: number;
   ms: number;
+  /** Which of the load's clients sent it. */
+  client: number;
   ok: boolean;
   detail: string;
 }
 
 /**
- * `clients` loops sending `request` back to back until `stop()`, each with its own deadline per
- * request (a request hanging past it is a failure).
+ * `clients` loops sending `request` until `stop()`, each with its own deadline per request (a
+ * request hanging past it is a failure): back to back, or one every `intervalMs` (a client's next
+ * request starts that long after its last one started, or as soon as it ended if it took longer).
  */
 export function startLoad(
   clients: number,
-  request: (signal: AbortSignal) => Promise<{ ok: boolean; detail: string }>,
+  request: (signal: AbortSignal, client: number) => Promise<{ ok: boolean; detail: string }>,
   requestTimeoutMs = 15_000,
+  intervalMs = 0,
 ): { results: LoadResult[]; stop(): Promise<void> } {
   const results: LoadResult[] = [];
   let running = true;
-  const loop = async () => {
+  const loop = async (_: unknown, client: number) => {
+    let next = Date.now();
     while (running) {
+      // Pacing a load, not waiting for an event.
+      if (intervalMs > 0) await delay(Math.max(0, next - Date.now()));
       const at = Date.now();
+      next = at + intervalMs;
       try {
-        const { ok, detail } = await request(AbortSignal.timeout(requestTimeoutMs));
-        results.push({ at, ms: Date.now() - at, ok, detail });
+        const { ok, detail } = await request(AbortSignal.timeout(requestTimeoutMs), client);
+        results.push({ at, ms: Date.now() - at, client, ok, detail });
       } catch (err) {
-        const e = err as Error & { cause?: Error };
+        const e = err as Error & { cause?: Error & { code?: string } };
         results.push({
           at,
           ms: Date.now() - at,
+          client,
           ok: false,
-          detail: `${e.message}: ${e.cause?.message ?? ""}`,
+          detail: `${e.message}: ${e.cause?.code ?? ""} ${e.cause?.message ?? ""}`,
         });
       }
     }

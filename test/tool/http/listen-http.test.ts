@@ -85,6 +85,62 @@ describe("listenHttp (the fronts' listener)", () => {
     }
   });
 
+  /** A raw keep-alive connection to `port` and what it has received. */
+  async function keptAlive(port: number) {
+    const socket = connect(port, "127.0.0.1");
+    await once(socket, "connect");
+    const got = { text: "" };
+    socket.setEncoding("utf8").on("data", (d: string) => {
+      got.text += d;
+    });
+    return { socket, got };
+  }
+
+  it("close: a connection that has just had its answer is not cut under its client: the next request is answered, with Connection: close", async () => {
+    const listener = await listenHttp({ address, front: "test", handler: (_req, res) => void res.end("ok") });
+    const { socket, got } = await keptAlive(listener.port);
+    socket.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    await until(() => got.text.endsWith("ok"), 5000, "the first answer");
+    expect(got.text.toLowerCase()).toContain("connection: keep-alive");
+    got.text = "";
+    // The client sends its next request as kas stops accepting (both at once, as in a race).
+    const closed = listener.close(10_000);
+    socket.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    await once(socket, "close");
+    expect(got.text).toMatch(/^HTTP\/1\.1 200/);
+    expect(got.text.toLowerCase()).toContain("connection: close");
+    expect(got.text.endsWith("ok")).toBe(true);
+    await closed;
+  });
+
+  it("close: a connection accepted before the stop whose request comes after it is answered, not cut", async () => {
+    const listener = await listenHttp({ address, front: "test", handler: (_req, res) => void res.end("ok") });
+    const { socket, got } = await keptAlive(listener.port);
+    const accepted = () => new Promise<number>((r) => listener.server.getConnections((_e, n) => r(n)));
+    await until(async () => (await accepted()) === 1, 5000, "the connection accepted");
+    // As behind a TCP load balancer: it connected to kas before its client's request came.
+    const closed = listener.close(10_000);
+    socket.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    await once(socket, "close");
+    expect(got.text).toMatch(/^HTTP\/1\.1 200[\s\S]*connection: close[\s\S]*ok$/i);
+    await closed;
+  });
+
+  it("close: a connection quiet for closeQuietMs is closed, and close resolves well within its grace", async () => {
+    const listener = await listenHttp({
+      address,
+      front: "test",
+      closeQuietMs: 100,
+      handler: (_req, res) => void res.end("ok"),
+    });
+    const { socket, got } = await keptAlive(listener.port);
+    socket.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    await until(() => got.text.endsWith("ok"), 5000, "the answer");
+    const closed = listener.close(60_000);
+    await once(socket, "close");
+    await closed;
+  }, 10_000);
+
   it("close: refuses new connections, lets a response in flight finish, then resolves", async () => {
     let finish: (() => void) | undefined;
     const listener = await listenHttp({

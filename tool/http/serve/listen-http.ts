@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import * as http from "node:http";
 import * as https from "node:https";
-import type { Server } from "node:net";
+import * as net from "node:net";
 import type { Duplex } from "node:stream";
 import type { ListenAddress, TlsFiles } from "../../config/values.ts";
 import { listenAt } from "../../listen.ts";
@@ -20,7 +20,7 @@ import {
 } from "./guard.ts";
 import { HttpError } from "./http-error.ts";
 import { type LimitCounter, limitReporter } from "./limit-report.ts";
-import { createProtocolSplitServer } from "./protocol-split.ts";
+import { createProtocolSplitServer, type ProtocolSplitServer } from "./protocol-split.ts";
 
 /** Where HTTP/2 connections go when HTTP/1.1 and HTTP/2 share the port (e.g. a gRPC server). */
 export interface Http2Connections {
@@ -43,7 +43,19 @@ export interface HttpListenOptions extends GuardOptions {
   http2?: Http2Connections;
   /** Header, body and idle deadlines and the connection cap. Default {@link DEFAULT_CONNECTION_LIMITS}. */
   limits?: ConnectionLimits;
+  /**
+   * Once closing: a connection with nothing in flight is closed when it has been quiet (no request
+   * since it was accepted or since its last response) this long. Default {@link CLOSE_QUIET_MS}.
+   */
+  closeQuietMs?: number;
 }
+
+/**
+ * How long a connection must have been quiet before a closing front closes it. A client sends on
+ * a connection it has just opened, or just had an answer on, within moments; one quiet for this
+ * long has none on its way (see `close`).
+ */
+export const CLOSE_QUIET_MS = 1000;
 
 export interface HttpListener {
   readonly url: string;
@@ -56,8 +68,10 @@ export interface HttpListener {
    */
   drain(): void;
   /**
-   * Stops accepting, closes idle keep-alive connections, lets requests in flight (and upgraded
-   * connections) finish for up to `graceMs`, then cuts what is left.
+   * Stops accepting; lets requests in flight (and upgraded connections) finish for up to
+   * `graceMs`, then cuts what is left. Connections with nothing in flight are closed once quiet
+   * (`closeQuietMs`), not at once: one accepted just before, or that has just had its answer,
+   * may have its client's next request on the way, which is answered (`Connection: close`).
    */
   close(graceMs?: number): Promise<void>;
 }
@@ -70,21 +84,39 @@ export interface HttpListener {
 export async function listenHttp(options: HttpListenOptions): Promise<HttpListener> {
   const inFlight = new Set<http.ServerResponse>();
   const upgraded = new Set<Duplex>();
+  /** Every HTTP/1 connection: its requests in flight, and since when it has been quiet. */
+  const connections = new Map<Duplex, { busy: number; quietSince: number }>();
+  const quietMs = options.closeQuietMs ?? CLOSE_QUIET_MS;
   let closing = false;
   /** Set by `drain` (and `close`): responses say `Connection: close`. */
   let draining = false;
-  let settled: (() => void) | undefined;
-  const checkDrained = () => {
-    if (closing && inFlight.size === 0 && upgraded.size === 0) settled?.();
+
+  /** Once closing: closes the connections quiet for `quietMs`, and looks again when the next one will be. */
+  let sweepTimer: NodeJS.Timeout | undefined;
+  const sweep = () => {
+    clearTimeout(sweepTimer);
+    const now = Date.now();
+    let next = Number.POSITIVE_INFINITY;
+    for (const [socket, c] of connections) {
+      if (c.busy > 0) continue;
+      if (now - c.quietSince >= quietMs) socket.destroy();
+      else next = Math.min(next, c.quietSince + quietMs);
+    }
+    if (next !== Number.POSITIVE_INFINITY) sweepTimer = setTimeout(sweep, next - now);
   };
 
-  const track = (res: http.ServerResponse) => {
+  const track = (req: http.IncomingMessage, res: http.ServerResponse) => {
     inFlight.add(res);
     if (draining) res.shouldKeepAlive = false;
+    const connection = connections.get(req.socket);
+    if (connection) connection.busy++;
     res.once("close", () => {
       inFlight.delete(res);
-      if (closing) setImmediate(() => server.closeIdleConnections());
-      checkDrained();
+      if (connection) {
+        connection.busy--;
+        connection.quietSince = Date.now();
+      }
+      if (closing) sweep();
     });
   };
   const onUpgrade = options.onUpgrade;
@@ -99,7 +131,7 @@ export async function listenHttp(options: HttpListenOptions): Promise<HttpListen
     keyPair && !http2
       ? https.createServer({ ...keyPair, ...serverOptions, handshakeTimeout: limits.headerTimeoutMs })
       : http.createServer(serverOptions);
-  const front: Server = http2
+  const front: net.Server | ProtocolSplitServer = http2
     ? createProtocolSplitServer({
         ...(keyPair && { tls: keyPair }),
         http1: (socket) => server.emit("connection", socket),
@@ -108,20 +140,23 @@ export async function listenHttp(options: HttpListenOptions): Promise<HttpListen
       })
     : server;
   limitHttpServer(server, front, limits, limitReporter(options.front, options.log, options.metrics));
+  // The socket requests come on: an HTTPS server's are the TLS sockets, after their handshake.
+  server.on(server instanceof https.Server ? "secureConnection" : "connection", (socket: Duplex) => {
+    connections.set(socket, { busy: 0, quietSince: Date.now() });
+    socket.once("close", () => connections.delete(socket));
+  });
   guardServer(server, {
     ...options,
     request: (req, res) => {
-      track(res);
+      track(req, res);
       return options.handler(req, res);
     },
     ...(onUpgrade && {
       upgrade: (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
         if (closing) throw new HttpError(503, "shutting down");
+        connections.delete(socket); // no longer HTTP: the upgraded connection's own rules apply
         upgraded.add(socket);
-        socket.once("close", () => {
-          upgraded.delete(socket);
-          checkDrained();
-        });
+        socket.once("close", () => upgraded.delete(socket));
         return onUpgrade(req, socket, head);
       },
     }),
@@ -131,6 +166,9 @@ export async function listenHttp(options: HttpListenOptions): Promise<HttpListen
   // Node's HTTP server starts tracking its connections (idle ones, header timeouts) on "listening".
   if (front !== server) server.emit("listening");
 
+  const cutSilent = () => {
+    if ("cutUndecided" in front) front.cutUndecided();
+  };
   const drain = () => {
     draining = true;
     for (const res of inFlight) if (!res.headersSent) res.shouldKeepAlive = false;
@@ -144,21 +182,33 @@ export async function listenHttp(options: HttpListenOptions): Promise<HttpListen
       if (closing) return;
       closing = true;
       drain();
-      const stopped = new Promise<void>((resolve) => front.close(() => resolve()));
+      // Stops accepting, and only that. A connection with nothing in flight is not closed at
+      // once, as node:http's close() and closeIdleConnections() would: behind a TCP load
+      // balancer, one accepted just before has its client's first request on the way, and a
+      // kept-alive one that has just had its answer may have the next; closed under it, that
+      // request fails ("other side closed") with nothing to say it was never served. Each is
+      // closed once quiet for `quietMs`, and a request that comes first is answered with
+      // `Connection: close`, after which node:http ends the connection itself. A connection quiet
+      // through the whole drain delay (every answer then said `Connection: close`) is closed at
+      // once: its client has not used it for that long. (HTTP/1.1 cannot tell a client to stop
+      // using an idle connection: a client picking exactly that one in that instant can still
+      // lose its request; after a drain delay of quiet, that is as rare as it gets.)
+      const stopped = new Promise<void>((resolve) => net.Server.prototype.close.call(front, () => resolve()));
       const http2Closed = http2?.close(graceMs);
-      if (front !== server) server.close(() => {}); // stops its connection checks (it listens on nothing)
-      server.closeIdleConnections();
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, graceMs);
-        timer.unref();
-        settled = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-        checkDrained();
-      });
+      sweep();
+      // Connections whose first bytes have not come: as long as a quiet one.
+      const cutUndecided = setTimeout(() => cutSilent(), quietMs);
+      // Every connection (in flight, upgraded, quiet, silent) is the front's: once they have all
+      // closed, the front has.
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([stopped, new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))]);
+      clearTimeout(timer);
+      clearTimeout(sweepTimer);
+      clearTimeout(cutUndecided);
+      server.close(); // stops its connection checks; cuts what is left (below)
       server.closeAllConnections();
       for (const socket of upgraded) socket.destroy();
+      cutSilent();
       await http2Closed;
       await stopped;
     },

@@ -25,12 +25,22 @@ export interface ProtocolSplitOptions {
   firstBytesTimeoutMs?: number;
 }
 
+/** The front server: a `net.Server` that can also cut the connections that have sent nothing yet. */
+export interface ProtocolSplitServer extends net.Server {
+  /**
+   * Cuts the connections whose first bytes have not come yet. `close()` does not: it only stops
+   * accepting, since a connection accepted just before has its client's request on the way (a
+   * TCP load balancer connects to the server before it passes on what its client sends).
+   */
+  cutUndecided(): void;
+}
+
 /**
  * A server (not yet listening) that hands each connection to `http1` or `http2`: over TLS by ALPN
  * (no ALPN: HTTP/1.1), in cleartext by whether it starts with the HTTP/2 preface (h2c with prior
  * knowledge, as gRPC clients speak it). At most the preface's 24 bytes are read to decide.
  */
-export function createProtocolSplitServer(options: ProtocolSplitOptions): net.Server {
+export function createProtocolSplitServer(options: ProtocolSplitOptions): ProtocolSplitServer {
   const timeoutMs = options.firstBytesTimeoutMs ?? 10_000;
   if (options.tls) {
     const server = tls.createServer({
@@ -44,7 +54,8 @@ export function createProtocolSplitServer(options: ProtocolSplitOptions): net.Se
     });
     // A failed handshake is the client's problem: close its socket, nothing more.
     server.on("tlsClientError", (_err, socket) => socket.destroy());
-    return server;
+    // Handshakes in progress end by their own deadline: nothing for cutUndecided.
+    return withCutUndecided(server, new Set());
   }
   /** Connections whose first bytes have not come yet: nobody else will close them. */
   const undecided = new Set<net.Socket>();
@@ -77,11 +88,13 @@ export function createProtocolSplitServer(options: ProtocolSplitOptions): net.Se
     socket.setTimeout(timeoutMs, onTimeout);
     socket.on("data", onData);
   });
-  // Closing stops accepting and waits for every connection: those still silent are cut at once.
-  const close = server.close.bind(server);
-  server.close = (callback) => {
-    for (const socket of undecided) socket.destroy();
-    return close(callback);
-  };
-  return server;
+  return withCutUndecided(server, undecided);
+}
+
+function withCutUndecided(server: net.Server, undecided: Set<net.Socket>): ProtocolSplitServer {
+  return Object.assign(server, {
+    cutUndecided() {
+      for (const socket of undecided) socket.destroy();
+    },
+  });
 }
