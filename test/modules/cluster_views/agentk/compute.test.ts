@@ -33,6 +33,7 @@ describe("records", () => {
       ready: true,
       capacity: { cpuMillis: 4000, memoryBytes: 16 * 2 ** 30 },
       allocatable: { cpuMillis: 3500, memoryBytes: 1500 },
+      problems: [],
     });
     expect(
       nodeRecord({ metadata: { name: "n" }, status: { capacity: { cpu: "lots" } } }).capacity.cpuMillis,
@@ -49,8 +50,60 @@ describe("records", () => {
           initContainerStatuses: [{ restartCount: 1 }],
         },
       }),
-    ).toEqual({ metadata: { name: "p", namespace: "a" }, phase: "Running", restarts: 6 });
+    ).toEqual({ metadata: { name: "p", namespace: "a" }, phase: "Running", restarts: 6, reason: "" });
     expect(podRecord({ metadata: { name: "p" } }).phase).toBe("Pending");
+  });
+
+  test("a pod's trouble: the waiting reason (CrashLoopBackOff) as kubectl shows it, its restarts", () => {
+    const crashing = podRecord({
+      metadata: { name: "cart-0", namespace: "shop" },
+      status: {
+        phase: "Running",
+        containerStatuses: [
+          { restartCount: 0, state: { running: {} } },
+          { restartCount: 7, state: { waiting: { reason: "CrashLoopBackOff" } } },
+        ],
+      },
+    });
+    expect(crashing).toMatchObject({ restarts: 7, reason: "CrashLoopBackOff" });
+    const view = podsView(
+      [crashing, podRecord({ metadata: { name: "ok", namespace: "shop" }, status: { phase: "Running" } })],
+      [],
+    );
+    expect(view.namespaces.shop!.restarts).toBe(7);
+    expect(view.problems).toEqual([
+      { namespace: "shop", name: "cart-0", phase: "Running", reason: "CrashLoopBackOff", restarts: 7 },
+    ]);
+  });
+
+  test("a node's trouble: the conditions not as on a healthy node, not-ready nodes listed first", () => {
+    const node = (name: string, conditions: object[]) =>
+      nodeRecord({ metadata: { name }, status: { conditions } });
+    const view = nodesView([
+      node("a", [
+        { type: "Ready", status: "True" },
+        { type: "MemoryPressure", status: "True", reason: "KubeletHasInsufficientMemory", message: "low" },
+      ]),
+      node("b", [
+        { type: "Ready", status: "False", reason: "KubeletNotReady", message: "runtime down" },
+        { type: "DiskPressure", status: "False" },
+      ]),
+      node("c", [{ type: "Ready", status: "True" }]),
+    ]);
+    expect(view.problems).toEqual([
+      {
+        name: "b",
+        ready: false,
+        conditions: [{ type: "Ready", status: "False", reason: "KubeletNotReady", message: "runtime down" }],
+      },
+      {
+        name: "a",
+        ready: true,
+        conditions: [
+          { type: "MemoryPressure", status: "True", reason: "KubeletHasInsufficientMemory", message: "low" },
+        ],
+      },
+    ]);
   });
 
   test("rollouts: complete, progressing (generation not observed, replicas not updated), stuck (deadline)", () => {
@@ -78,7 +131,10 @@ describe("records", () => {
       updatedReplicas: 1,
       conditions: [{ type: "Progressing", status: "False", reason: "ProgressDeadlineExceeded" }],
     };
-    expect(workloadRecord("Deployment", deployment(stuck)).rollout.state).toBe("stuck");
+    expect(workloadRecord("Deployment", deployment(stuck)).rollout).toMatchObject({
+      state: "stuck",
+      reason: "ProgressDeadlineExceeded",
+    });
     const sts = { metadata: { name: "s", generation: 1 }, spec: { replicas: 2 } };
     const stsDone = {
       observedGeneration: 1,
