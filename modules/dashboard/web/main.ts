@@ -102,7 +102,7 @@ function App({ withLogout }: { withLogout: boolean }) {
             <option value="trouble">trouble first</option>
             <option value="name">by name</option>
           </select>
-          <span class="count" data-field="summary">${rows.length} agents · ${inTrouble} in trouble</span>
+          <span class="count" data-field="summary">${rows.length} agent${rows.length === 1 ? "" : "s"} · ${inTrouble} in trouble</span>
         </div>
         ${
           rows.length === 0

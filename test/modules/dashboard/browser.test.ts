@@ -344,7 +344,7 @@ test("a hundred agents: the troubled first, found by search", async () => {
     .evaluateAll((els) => els.slice(0, 2).map((e) => e.getAttribute("data-agent")));
   expect(first).toEqual(["1", "77"]);
   await page.fill("#search", "#77");
-  await page.locator('[data-field="summary"]').filter({ hasText: "1 agents" }).waitFor({ timeout: WAIT });
+  await page.locator('[data-field="summary"]').filter({ hasText: "1 agent ·" }).waitFor({ timeout: WAIT });
   expect(await page.locator("[data-agent]").count()).toBe(1);
   // By name: agent 1 ("prod") after the "agent …" ones.
   await page.fill("#search", "");
