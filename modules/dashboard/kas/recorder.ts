@@ -2,7 +2,6 @@
 // views before (changesBetween) and the sample of the update's bucket; every bucket, a sample of
 // each agent known (so that a quiet agent's counts stay in the window). Every replica records what
 // it hears; the store makes their writes agree.
-import type { Logger } from "../../../tool/observability/index.ts";
 import type { ClusterViews, ViewEvent, ViewsHub } from "../../cluster_views/index.ts";
 import type { Change } from "../api.ts";
 import { bucketOf, HISTORY_LIMITS, type HistoryStore } from "./history-store.ts";
@@ -18,7 +17,7 @@ export interface Recorder {
 export function recordHistory(
   hub: ViewsHub,
   store: HistoryStore,
-  log: Pick<Logger, "warn">,
+  log: { warn(obj: object, msg: string): void },
   now: () => number = Date.now,
 ): Recorder {
   const views = new Map<string, ClusterViews>();
