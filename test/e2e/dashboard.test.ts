@@ -42,6 +42,9 @@ let kube: KubeApiServer;
 let redis: RedisServer;
 let cable: ActionCableServer;
 let configRepo: GitRepo;
+let manifests: GitRepo;
+/** The commit of the agent's manifest project. */
+let manifestsCommit: string;
 /** The commit of the agent's configuration file. */
 let configCommit: string;
 let kas: InProcessKas;
@@ -56,16 +59,30 @@ beforeAll(async () => {
     GitRepo.init(),
     Chromium.launch(),
   ]);
+  manifests = await GitRepo.init();
+  manifestsCommit = await manifests.commit({
+    "cm.yaml":
+      "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: shop\ndata:\n  mode: fast\n",
+  });
   seedCluster(kube.store, NS, { cart: 3, api: 2 });
   cable = await ActionCableServer.start({
     redisUrl: `redis://127.0.0.1:${redis.port}`,
     channelPrefix: CHANNEL_PREFIX,
   });
-  configCommit = await configRepo.commit({ ".gitlab/agents/prod/config.yaml": "cluster_views: {}\n" });
+  configCommit = await configRepo.commit({
+    ".gitlab/agents/prod/config.yaml":
+      "cluster_views: {}\ngitops:\n  manifest_projects:\n    - id: group/manifests\n      default_namespace: shop\n",
+  });
   const tokensFile = join(dir, "tokens.yaml");
   await writeFile(
     tokensFile,
-    `${TOKEN}: ${JSON.stringify({ agentId: 42, projectId: 7, agentName: "prod", repository: configRepo.path })}\n`,
+    `${TOKEN}: ${JSON.stringify({
+      agentId: 42,
+      projectId: 7,
+      agentName: "prod",
+      repository: configRepo.path,
+      manifest_projects: { "group/manifests": manifests.path },
+    })}\n`,
   );
   const tokenFile = join(dir, "dashboard_token");
   await writeFile(tokenFile, DASHBOARD_TOKEN);
@@ -89,7 +106,7 @@ afterAll(async () => {
   await browser?.close();
   await kas?.close();
   await cable?.close();
-  await Promise.all([redis?.close(), kube?.close(), configRepo?.remove()]);
+  await Promise.all([redis?.close(), kube?.close(), configRepo?.remove(), manifests?.remove()]);
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -112,12 +129,8 @@ test("changes in the cluster reach the dashboard page and ActionCable's subscrib
     await page.click("button[type=submit]");
     await page.waitForURL(`${kas.addresses.dashboard}/`, { timeout: WAIT });
 
-    // Who the agent is (its name from authentication), its agentk and Kubernetes versions, its
-    // configuration's commit.
+    // Who the agent is: its name, from authentication.
     await shows(page, "name", "prod");
-    await shows(page, "replicas", "1 agentk · 1 tunnels");
-    await shows(page, "versions", `Kubernetes ${KUBE_VERSION.gitVersion}`);
-    await shows(page, "configuration", `commit ${configCommit.slice(0, 8)}`);
 
     // What agentk saw first: three Ready nodes, five Running pods, nothing rolling out.
     await shows(page, "status", "connected");
@@ -169,6 +182,17 @@ test("changes in the cluster reach the dashboard page and ActionCable's subscrib
     await feedShows(page, `Pod ${NS}/cart-0 BackOff: Back-off restarting failed container cart`);
     await feedShows(page, `Deployment ${NS}/cart rollout stuck at 5/5 updated: ProgressDeadlineExceeded`);
     await shows(page, "problems", "1 of 3 nodes not ready");
+
+    // Its agentk and Kubernetes versions (reported over its tunnel), its configuration's commit.
+    await shows(page, "replicas", "1 agentk · 1 tunnels");
+    await shows(page, "versions", `Kubernetes ${KUBE_VERSION.gitVersion}`);
+    await shows(page, "configuration", `commit ${configCommit.slice(0, 8)}`);
+    // GitOps: the manifest project's commit, applied by agentk, its sync reported to kas.
+    await shows(
+      page,
+      "gitops",
+      `group/manifests commit ${manifestsCommit.slice(0, 8)} · 1 applied, 0 failed`,
+    );
 
     // The drill-down: the node and its condition, the pod and why, the object behind the warning.
     await page.locator('[data-agent="42"] summary').click();

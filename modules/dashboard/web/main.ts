@@ -11,9 +11,9 @@ import { type Agents, applyEvent } from "./state.ts";
 import { troubleOf } from "./trouble.ts";
 import "./style.css";
 
-/** The status (names, versions, GitOps) and the clock of relative times move at this pace. */
+/** The status (names, versions, GitOps), the changes and the clock of relative times move at least at this pace. */
 const POLL_MS = 10_000;
-/** Changes are fetched this long after the views last moved (a burst of events: one fetch). */
+/** Status and changes are fetched this long after the views last moved (a burst of events: one fetch). */
 const FEED_DELAY_MS = 500;
 
 const getJson = <T>(path: string): Promise<T | undefined> =>
@@ -40,24 +40,23 @@ function App({ withLogout }: { withLogout: boolean }) {
       }, setLink),
     [],
   );
+  const [tick, setTick] = useState(0);
   useEffect(() => {
-    const poll = () => {
+    const timer = setInterval(() => setTick((n) => n + 1), POLL_MS);
+    return () => clearInterval(timer);
+  }, []);
+  // Each agent's status and the changes: shortly after the views move, and every POLL_MS (GitOps
+  // and configuration change without the views).
+  useEffect(() => {
+    const timer = setTimeout(() => {
       setNow(Date.now());
       void getJson<{ agents: AgentStatus[] }>("/api/status").then(
         (s) => s && setStatuses(new Map(s.agents.map((a) => [a.agentId, a]))),
       );
-    };
-    poll();
-    const timer = setInterval(poll, POLL_MS);
-    return () => clearInterval(timer);
-  }, []);
-  useEffect(() => {
-    const timer = setTimeout(() => {
-      setNow(Date.now());
       void getJson<{ changes: Change[] }>("/api/changes").then((c) => c && setChanges(c.changes));
     }, FEED_DELAY_MS);
     return () => clearTimeout(timer);
-  }, [moved, Math.floor(now / POLL_MS)]);
+  }, [moved, tick]);
 
   const rows = useMemo(() => {
     const ids = [...new Set([...agents.keys(), ...statuses.keys()])];
