@@ -184,7 +184,7 @@ test("changes in the cluster reach the dashboard page and ActionCable's subscrib
     await shows(page, "problems", "1 of 3 nodes not ready");
 
     // Its agentk and Kubernetes versions (reported over its tunnel), its configuration's commit.
-    await shows(page, "replicas", "1 agentk · 1 tunnels");
+    await shows(page, "replicas", "1 agentk · 1 tunnel,");
     await shows(page, "versions", `Kubernetes ${KUBE_VERSION.gitVersion}`);
     await shows(page, "configuration", `commit ${configCommit.slice(0, 8)}`);
     // GitOps: the manifest project's commit, applied by agentk, its sync reported to kas.

@@ -56,7 +56,7 @@ export function AgentCard({
       <dl class="facts">
         <dt>Replicas</dt>
         <dd data-field="replicas">
-          ${status?.agentk.length ?? 0} agentk · ${status?.tunnels ?? 0} tunnels
+          ${status?.agentk.length ?? 0} agentk · ${status?.tunnels ?? 0} tunnel${status?.tunnels === 1 ? "" : "s"}
           ${status?.connectedSince && html`, since <${Time} at=${status.connectedSince} now=${now} />`}
         </dd>
         <dt>Versions</dt>
