@@ -1,7 +1,7 @@
 // The dashboard page: every agent's state and cluster views, live, what changed across them, and
 // each agent's drill-down. preact + htm (no build step of its own: kas bundles this with esbuild).
 import { html, render } from "htm/preact";
-import { useEffect, useMemo, useState } from "preact/hooks";
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import type { ViewEvent } from "../../cluster_views/views.ts";
 import type { AgentStatus, Change } from "../api.ts";
 import { AgentCard, agentName } from "./agent-card.ts";
@@ -13,7 +13,7 @@ import "./style.css";
 
 /** The status (names, versions, GitOps), the changes and the clock of relative times move at least at this pace. */
 const POLL_MS = 10_000;
-/** Status and changes are fetched this long after the views last moved (a burst of events: one fetch). */
+/** Status and changes are fetched this long after the views moved (a burst of events: one fetch). */
 const FEED_DELAY_MS = 500;
 
 const getJson = <T>(path: string): Promise<T | undefined> =>
@@ -46,16 +46,18 @@ function App({ withLogout }: { withLogout: boolean }) {
     return () => clearInterval(timer);
   }, []);
   // Each agent's status and the changes: shortly after the views move, and every POLL_MS (GitOps
-  // and configuration change without the views).
+  // and configuration change without the views). One fetch at a time: views moving all the time
+  // (a hundred agents) cannot put it off for ever.
+  const pending = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
   useEffect(() => {
-    const timer = setTimeout(() => {
+    pending.current ??= setTimeout(() => {
+      pending.current = undefined;
       setNow(Date.now());
       void getJson<{ agents: AgentStatus[] }>("/api/status").then(
         (s) => s && setStatuses(new Map(s.agents.map((a) => [a.agentId, a]))),
       );
       void getJson<{ changes: Change[] }>("/api/changes").then((c) => c && setChanges(c.changes));
     }, FEED_DELAY_MS);
-    return () => clearTimeout(timer);
   }, [moved, tick]);
 
   const rows = useMemo(() => {

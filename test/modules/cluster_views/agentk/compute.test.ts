@@ -210,33 +210,61 @@ describe("views", () => {
 
   test("property: any number of objects makes views within the bounds kas accepts", () => {
     fc.assert(
-      fc.property(fc.nat({ max: 3000 }), fc.nat({ max: 300 }), (nPods, nWorkloads) => {
-        const pods = Array.from({ length: nPods }, (_, i) =>
-          podRecord({ metadata: { name: `p${i}`, namespace: `n${i % 97}` } }),
-        );
-        const workloads = Array.from({ length: nWorkloads }, (_, i) =>
-          workloadRecord("Deployment", {
-            metadata: { name: `d${i}`, namespace: "a" },
-            spec: { replicas: 1 },
-          }),
-        );
-        const warnings = Array.from({ length: nWorkloads }, (_, i) =>
-          warningRecord({
-            metadata: { name: `e${i}`, namespace: "a" },
-            message: "x",
-            lastTimestamp: new Date(i * 1000).toISOString(),
-          }),
-        );
-        const views = {
-          pods: podsView(pods, []),
-          workloads: workloadsView(workloads),
-          warnings: warningsView(warnings),
-        };
-        expect(parseClusterViews(JSON.stringify(views))).toEqual({ views });
-        expect(views.workloads.total).toBe(nWorkloads);
-        if (nWorkloads > 0)
-          expect(views.warnings.latest[0]?.lastSeen).toBe(new Date((nWorkloads - 1) * 1000).toISOString());
-      }),
+      fc.property(
+        fc.nat({ max: 3000 }),
+        fc.nat({ max: 300 }),
+        fc.string({ maxLength: 2000 }),
+        (nPods, nWorkloads, text) => {
+          const pods = Array.from({ length: nPods }, (_, i) =>
+            podRecord({
+              metadata: { name: `p${i}`, namespace: `n${i % 97}` },
+              // Every third pod crash-looping, with any reason text (cut to the bound).
+              ...(i % 3 === 0 && {
+                status: {
+                  phase: "Running",
+                  containerStatuses: [{ restartCount: i, state: { waiting: { reason: `${text}${i}` } } }],
+                },
+              }),
+            }),
+          );
+          const nodes = Array.from({ length: nWorkloads }, (_, i) =>
+            nodeRecord({
+              metadata: { name: `node-${i}` },
+              status: {
+                conditions: [
+                  { type: "Ready", status: i % 2 ? "True" : "False", reason: text, message: text },
+                  { type: "DiskPressure", status: "True", reason: text, message: text },
+                ],
+              },
+            }),
+          );
+          const workloads = Array.from({ length: nWorkloads }, (_, i) =>
+            workloadRecord("Deployment", {
+              metadata: { name: `d${i}`, namespace: "a" },
+              spec: { replicas: 1 },
+            }),
+          );
+          const warnings = Array.from({ length: nWorkloads }, (_, i) =>
+            warningRecord({
+              metadata: { name: `e${i}`, namespace: "a" },
+              message: "x",
+              lastTimestamp: new Date(i * 1000).toISOString(),
+            }),
+          );
+          const views = {
+            nodes: nodesView(nodes),
+            pods: podsView(pods, []),
+            workloads: workloadsView(workloads),
+            warnings: warningsView(warnings),
+          };
+          expect(parseClusterViews(JSON.stringify(views))).toEqual({ views });
+          expect(views.workloads.total).toBe(nWorkloads);
+          if (nWorkloads > 0)
+            expect(views.warnings.latest[0]?.lastSeen).toBe(new Date((nWorkloads - 1) * 1000).toISOString());
+          // The pods in most trouble are listed first.
+          if (nPods > 0) expect(views.pods.problems?.[0]?.restarts).toBe(3 * Math.floor((nPods - 1) / 3));
+        },
+      ),
       { numRuns: 30 },
     );
   });
