@@ -11,6 +11,9 @@ import { formatBytes, formatCpu, podTotals, rolloutsInProgress } from "./state.t
 import { Time } from "./time.ts";
 import type { Trouble } from "./trouble.ts";
 
+/** Problems listed on the card, worst first (the rest counted). */
+const PROBLEMS_SHOWN = 6;
+
 const short = (commit: string | undefined) => (commit ? commit.slice(0, 8) : "none");
 
 export function agentName(agentId: string, status: AgentStatus | undefined): string {
@@ -49,7 +52,8 @@ export function AgentCard({
       ${
         trouble.problems.length > 0
           ? html`<ul class="problems" data-field="problems" aria-label="What is wrong">
-              ${trouble.problems.slice(0, 4).map((p) => html`<li key=${p}><span aria-hidden="true">⚠ </span>${p}</li>`)}
+              ${trouble.problems.slice(0, PROBLEMS_SHOWN).map((p) => html`<li key=${p}><span aria-hidden="true">⚠ </span>${p}</li>`)}
+              ${trouble.problems.length > PROBLEMS_SHOWN && html`<li>and ${trouble.problems.length - PROBLEMS_SHOWN} more</li>`}
             </ul>`
           : html`<p class="fine" data-field="problems"><span aria-hidden="true">✓ </span>nothing wrong</p>`
       }

@@ -36,8 +36,15 @@ export function troubleOf(agent: AgentViews | undefined, status: AgentStatus | u
   for (const r of v.workloads?.rollouts ?? []) {
     if (r.state === "progressing") problems.push([5, `${r.kind} ${r.namespace}/${r.name} rolling out`]);
   }
-  const warnings = v.warnings?.latest.length ?? 0;
-  if (warnings > 0) problems.push([1, `${warnings} warning${warnings === 1 ? "" : "s"}`]);
+  const latest = v.warnings?.latest ?? [];
+  if (latest.length > 0) {
+    const w = latest[0]!;
+    const object = w.object.replace("/", ` ${w.namespace}/`);
+    problems.push([
+      1,
+      `${latest.length} warning${latest.length === 1 ? "" : "s"}, latest: ${w.reason} on ${object}`,
+    ]);
+  }
   problems.sort((a, b) => b[0] - a[0]);
   return { score: problems.reduce((n, [s]) => n + s, 0), problems: problems.map(([, p]) => p) };
 }

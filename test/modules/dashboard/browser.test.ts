@@ -287,6 +287,7 @@ test("agents by name with their state; what changed, when and which object; the 
   await shows(page, "1", "restarts", "4 restarts");
   await shows(page, "1", "rollout-why", "ProgressDeadlineExceeded");
   await shows(page, "1", "problems", "1 of 3 nodes not ready");
+  await shows(page, "1", "problems", "1 warning, latest: BackOff on Pod shop/cart-0");
   // Labelled times: how long ago, with the date and the zone (never a bare clock time).
   const time = page.locator('[data-field="feed"] li time').first();
   expect(await time.textContent()).toMatch(/ago|now/);
