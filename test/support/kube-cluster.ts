@@ -100,6 +100,27 @@ export function setPodCrashLooping(store: KubeStore, ns: string, name: string, r
   });
 }
 
+/** The pod's container running and ready again, its restarts kept (a kubelet never lowers them). */
+export function setPodRunning(store: KubeStore, ns: string, name: string): void {
+  const current = store.get("pods", ns, name);
+  const status = current.status as { containerStatuses?: { name: string; restartCount?: number }[] };
+  const [c] = status.containerStatuses ?? [];
+  const container = (current.spec as { containers: { name: string }[] }).containers[0]!.name;
+  store.update("pods", ns, name, {
+    status: {
+      phase: "Running",
+      containerStatuses: [
+        {
+          name: c?.name ?? container,
+          ready: true,
+          restartCount: c?.restartCount ?? 0,
+          state: { running: {} },
+        },
+      ],
+    },
+  });
+}
+
 /** A Warning event about an object, as a controller or kubelet records it (core/v1 Event). */
 export function addWarningEvent(
   store: KubeStore,

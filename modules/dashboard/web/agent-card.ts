@@ -166,7 +166,7 @@ function Details({ agentId, agent, now }: { agentId: string; agent: AgentViews |
             )}
           </ul>`
     }
-    <h3>Pods in trouble</h3>
+    <h3>Pods in trouble or restarting</h3>
     ${
       (v.pods?.problems?.length ?? 0) === 0
         ? html`<p class="none" data-field="pod-problems">none</p>`
