@@ -4,6 +4,11 @@
 import type { ClusterViews, PodPhase, Rollout } from "../../cluster_views/views.ts";
 import type { Change, Sample } from "../api.ts";
 
+/** A change's object and text are cut to these (the history's memory bound rests on them). */
+export const MAX_OBJECT = 320;
+export const MAX_TEXT = 512;
+const cut = (s: string, max: number) => (s.length <= max ? s : `${s.slice(0, max - 1)}…`);
+
 const PHASES: readonly PodPhase[] = ["Pending", "Running", "Succeeded", "Failed", "Unknown"];
 
 export function sampleOf(views: ClusterViews, t: number): Sample {
@@ -39,7 +44,7 @@ export function changesBetween(
 ): Change[] {
   const changes: Change[] = [];
   const add = (kind: Change["kind"], object: string, text: string, when = at) =>
-    changes.push({ agentId, at: when, kind, object, text });
+    changes.push({ agentId, at: when, kind, object: cut(object, MAX_OBJECT), text: cut(text, MAX_TEXT) });
 
   if (before.workloads && after.workloads) {
     const old = new Map(before.workloads.rollouts.map((r) => [rolloutKey(r), r]));

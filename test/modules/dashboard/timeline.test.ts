@@ -2,7 +2,7 @@
 // shows and the points the charts draw.
 import { describe, expect, test } from "vitest";
 import type { ClusterViews, Rollout } from "../../../modules/cluster_views/views.ts";
-import { changesBetween, sampleOf } from "../../../modules/dashboard/kas/timeline.ts";
+import { changesBetween, MAX_OBJECT, MAX_TEXT, sampleOf } from "../../../modules/dashboard/kas/timeline.ts";
 
 const AT = "2026-11-27T10:00:00.000Z";
 const res = { cpuMillis: 0, memoryBytes: 0 };
@@ -123,4 +123,17 @@ test("sampleOf: the counts the charts draw", () => {
     warnings: 0,
     rollouts: 1,
   });
+});
+
+test("a change's object and text are cut to their bounds (the history's memory bound)", () => {
+  const long = "x".repeat(5000);
+  const w = (lastSeen: string): ClusterViews => ({
+    warnings: {
+      latest: [{ namespace: "n", object: `Pod/${long}`, reason: long, message: long, count: 1, lastSeen }],
+    },
+  });
+  const [c] = changesBetween("1", w("2026-01-01T00:00:00Z"), w("2026-01-01T00:00:01Z"), AT);
+  expect(c!.object).toHaveLength(MAX_OBJECT);
+  expect(c!.text).toHaveLength(MAX_TEXT);
+  expect(c!.text.endsWith("…")).toBe(true);
 });
