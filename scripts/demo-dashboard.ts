@@ -1,12 +1,20 @@
 // The demo's live dashboard: kas's settings for it (a loopback listener, a login token), a small
 // cluster in the Kubernetes API test server (nodes, a shop namespace with two Deployments and their
-// pods), and a change every few seconds (a Deployment scaled, a node NotReady and back, a Warning
-// event) so that the page moves. Only ever applied to the stand-in, never to a real cluster.
+// pods), and a change every few seconds (a Deployment scaled, a node NotReady and back, a pod
+// crash-looping with the kubelet's Warning about it, then recovered) so that the page moves. Only ever applied to the stand-in, never to a real cluster.
 import { randomBytes } from "node:crypto";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { KubeStore } from "../test/support/kube-apiserver.ts";
-import { addPod, scaleDeployment, seedCluster, setNodeReady } from "../test/support/kube-cluster.ts";
+import {
+  addPod,
+  addWarningEvent,
+  scaleDeployment,
+  seedCluster,
+  setNodeReady,
+  setPodCrashLooping,
+  setPodRunning,
+} from "../test/support/kube-cluster.ts";
 
 const NS = "shop";
 
@@ -32,6 +40,9 @@ export function seedDemoCluster(store: KubeStore): void {
   seedCluster(store, NS, { [CART]: 3, api: 2 });
 }
 
+/** Restarts of the crash-looping pod's container so far (they only ever grow, as a kubelet counts them). */
+let restarts = 0;
+
 /** The changes, in a loop: each makes one thing on the page move, and says what. */
 const STEPS: Array<(store: KubeStore) => string> = [
   (store) => {
@@ -50,22 +61,22 @@ const STEPS: Array<(store: KubeStore) => string> = [
     return "node node-2 went NotReady";
   },
   (store) => {
-    const now = new Date().toISOString();
-    store.create("events", NS, {
-      metadata: { generateName: `${CART}-1.` },
-      type: "Warning",
-      reason: "BackOff",
-      message: `Back-off restarting failed container ${CART} in pod ${CART}-1`,
-      involvedObject: { kind: "Pod", namespace: NS, name: `${CART}-1` },
-      count: 1,
-      firstTimestamp: now,
-      lastTimestamp: now,
-    });
-    return `a Warning event: BackOff of pod ${NS}/${CART}-1`;
+    // As a kubelet: the container restarted and waits in CrashLoopBackOff, and says so in a Warning.
+    restarts += 3;
+    setPodCrashLooping(store, NS, `${CART}-1`, restarts);
+    addWarningEvent(
+      store,
+      NS,
+      { kind: "Pod", name: `${CART}-1` },
+      "BackOff",
+      `Back-off restarting failed container ${CART} in pod ${CART}-1`,
+    );
+    return `pod ${NS}/${CART}-1 crash-looping (${restarts} restarts), a Warning event: BackOff`;
   },
   (store) => {
     setNodeReady(store, "node-2", true);
-    return "node node-2 is Ready again";
+    setPodRunning(store, NS, `${CART}-1`);
+    return `node node-2 is Ready again, pod ${NS}/${CART}-1 running again`;
   },
   (store) => {
     scaleDeployment(store, NS, CART, 3);

@@ -1,8 +1,10 @@
 // kas's lifecycle: start (the parts in order, then the modules), drain (not ready, GoAway to every
 // tunnel) and stop (the modules get the grace period, then the router, then the parts). It holds
 // what a running kas is made of; a failed start stops whatever it had started.
+import type { StatusStore } from "../../modules/agent_configuration/kas/status-store.ts";
 import type { AgentTracker } from "../../modules/agent_tracker/kas/tracker.ts";
 import type { ViewsHub } from "../../modules/cluster_views/views.ts";
+import type { GitopsStatusStore } from "../../modules/gitops/kas/status-store.ts";
 import type { KasModuleDeps, ModuleRunner } from "../../modules/runtime/index.ts";
 import type { AgentListener } from "./agents/index.ts";
 import type { KasConfig } from "./config/index.ts";
@@ -15,6 +17,9 @@ export interface KasPublished {
   tracker?: AgentTracker;
   /** The cluster views module's hub, once built (ActionCable and the dashboard follow it). */
   views?: ViewsHub;
+  /** Agent configuration's and GitOps' status stores, once built (the dashboard shows them). */
+  configurationStatus?: StatusStore;
+  gitopsStatus?: GitopsStatusStore;
 }
 
 /** A started kas. */

@@ -247,8 +247,12 @@ function kasModules(
     agentTrackerModule((t) => {
       published.tracker = t;
     }),
-    agentConfigurationModule(config.agent.configuration),
-    gitopsModule(config.agent.gitops),
+    agentConfigurationModule(config.agent.configuration, (store) => {
+      published.configurationStatus = store;
+    }),
+    gitopsModule(config.agent.gitops, (store) => {
+      published.gitopsStatus = store;
+    }),
     fluxModule({
       ...(config.gitlab.externalUrl !== undefined && { gitlabExternalUrl: config.gitlab.externalUrl }),
     }),
@@ -262,6 +266,18 @@ function kasModules(
     kubernetesApiModule(config.agent.kubernetesApi, proxyAccess, kasDataDir(config.dataDir)),
     apiFrontModule(config, secrets, api, gitlabRpc),
     actionCableModule(config.actionCable, () => published.views),
-    dashboardModule(config.dashboard, () => published.views, tuning?.dashboard, config.connectionLimits),
+    dashboardModule(
+      config.dashboard,
+      () => published.views,
+      tuning?.dashboard,
+      config.connectionLimits,
+      () => ({
+        ...(published.tracker && { connectedAgents: () => published.tracker!.connectedAgents() }),
+        ...(published.configurationStatus && {
+          configuration: (id: string) => published.configurationStatus!.get(id),
+        }),
+        ...(published.gitopsStatus && { gitops: (id: string) => published.gitopsStatus!.get(id) }),
+      }),
+    ),
   ];
 }

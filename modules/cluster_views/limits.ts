@@ -10,6 +10,12 @@ export const VIEW_LIMITS = {
   rollouts: 50,
   /** Warning events kept (newest first). */
   warnings: 20,
+  /** Nodes listed as not Ready or under pressure. */
+  nodeProblems: 20,
+  /** Conditions listed per node. */
+  conditions: 8,
+  /** Pods listed as in trouble. */
+  podProblems: 20,
   /** Names (namespace, object, reason). */
   name: 320,
   /** Event messages, cut with an ellipsis beyond. */
@@ -18,6 +24,7 @@ export const VIEW_LIMITS = {
 
 const count = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
 const name = z.string().max(VIEW_LIMITS.name);
+const message = z.string().max(VIEW_LIMITS.message);
 /** A namespace's name is a DNS label (RFC 1123), as Kubernetes requires. */
 const NAMESPACE_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const namespaceName = z.string().regex(NAMESPACE_NAME, "a namespace's name is a DNS label (RFC 1123)");
@@ -44,7 +51,24 @@ const phases = z.strictObject({
 
 export const clusterViewsSchema = z.strictObject({
   nodes: z
-    .strictObject({ total: count, ready: count, capacity: resources, allocatable: resources })
+    .strictObject({
+      total: count,
+      ready: count,
+      capacity: resources,
+      allocatable: resources,
+      problems: z
+        .array(
+          z.strictObject({
+            name,
+            ready: z.boolean(),
+            conditions: z
+              .array(z.strictObject({ type: name, status: name, reason: name, message }))
+              .max(VIEW_LIMITS.conditions),
+          }),
+        )
+        .max(VIEW_LIMITS.nodeProblems)
+        .optional(),
+    })
     .optional(),
   pods: z
     .strictObject({
@@ -53,6 +77,18 @@ export const clusterViewsSchema = z.strictObject({
         .refine((r) => Object.keys(r).length <= VIEW_LIMITS.namespaces, {
           message: `at most ${VIEW_LIMITS.namespaces} namespaces`,
         }),
+      problems: z
+        .array(
+          z.strictObject({
+            namespace: name,
+            name,
+            phase: z.enum(["Pending", "Running", "Succeeded", "Failed", "Unknown"]),
+            reason: name,
+            restarts: count,
+          }),
+        )
+        .max(VIEW_LIMITS.podProblems)
+        .optional(),
     })
     .optional(),
   workloads: z
@@ -68,6 +104,8 @@ export const clusterViewsSchema = z.strictObject({
             ready: count,
             available: count,
             state: z.enum(["complete", "progressing", "stuck"]),
+            reason: name.optional(),
+            message: message.optional(),
           }),
         )
         .max(VIEW_LIMITS.rollouts),
@@ -82,7 +120,7 @@ export const clusterViewsSchema = z.strictObject({
             namespace: name,
             object: name,
             reason: name,
-            message: z.string().max(VIEW_LIMITS.message),
+            message,
             count,
             lastSeen: z.string().max(64),
           }),

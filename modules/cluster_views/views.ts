@@ -9,11 +9,28 @@ export interface Resources {
   memoryBytes: number;
 }
 
+/** A node condition that is not as a healthy node has it (Ready not True, a pressure True). */
+export interface NodeCondition {
+  type: string;
+  status: string;
+  reason: string;
+  message: string;
+}
+
+/** A node worth a look: not Ready, or under some pressure. */
+export interface NodeProblem {
+  name: string;
+  ready: boolean;
+  conditions: NodeCondition[];
+}
+
 export interface NodesView {
   total: number;
   ready: number;
   capacity: Resources;
   allocatable: Resources;
+  /** Nodes not Ready or under pressure, by name, bounded (absent from agents older than this field). */
+  problems?: NodeProblem[];
 }
 
 export type PodPhase = "Pending" | "Running" | "Succeeded" | "Failed" | "Unknown";
@@ -24,9 +41,21 @@ export interface NamespacePods {
   restarts: number;
 }
 
+/** A pod worth a look: not running as it should (a waiting or terminated reason), or restarting. */
+export interface PodProblem {
+  namespace: string;
+  name: string;
+  phase: PodPhase;
+  /** The first container's waiting or last termination reason (e.g. CrashLoopBackOff, OOMKilled); "" if none. */
+  reason: string;
+  restarts: number;
+}
+
 export interface PodsView {
   /** By namespace; bounded (the configured namespaces, or the busiest ones up to a limit). */
   namespaces: Record<string, NamespacePods>;
+  /** The pods in most trouble (most restarts first), bounded (absent from agents older than this field). */
+  problems?: PodProblem[];
 }
 
 export type RolloutState = "complete" | "progressing" | "stuck";
@@ -40,6 +69,9 @@ export interface Rollout {
   ready: number;
   available: number;
   state: RolloutState;
+  /** Why it is not complete, from its conditions (e.g. ProgressDeadlineExceeded and the message); absent when complete. */
+  reason?: string;
+  message?: string;
 }
 
 export interface WorkloadsView {

@@ -1,6 +1,7 @@
 // The live dashboard and the ActionCable broadcasts end to end: changes made in the Kubernetes test
-// server (a Deployment scaled, a node going NotReady, the agent disconnecting) go through agentk's
-// informers and views, its tunnel to kas, kas's views hub, and show up
+// server (a Deployment scaled, then stuck; a node going NotReady; a pod crash-looping; a Warning
+// event; the agent disconnecting) go through agentk's informers and views, its tunnel to kas, kas's
+// views hub and the dashboard's history, and show up
 // - on the dashboard page in a real headless Chromium (logged in with the dashboard token), and
 // - at a client of a real ActionCable (Rails' actioncable under puma, Redis adapter, channel prefix)
 //   subscribed to `cluster_agent:42`.
@@ -18,8 +19,16 @@ import { ActionCableServer } from "../support/actioncable-server.ts";
 import { type InProcessAgentk, startInProcessAgentk } from "../support/agentk-in-process.ts";
 import { Chromium } from "../support/chromium.ts";
 import { GitRepo } from "../support/git-repo.ts";
+import { VERSION as KUBE_VERSION } from "../support/kube/discovery.ts";
 import { type KubeApiServer, startKubeApiServer } from "../support/kube-apiserver.ts";
-import { scaleDeployment, seedCluster, setNodeReady } from "../support/kube-cluster.ts";
+import {
+  addWarningEvent,
+  scaleDeployment,
+  seedCluster,
+  setDeploymentStuck,
+  setNodeReady,
+  setPodCrashLooping,
+} from "../support/kube-cluster.ts";
 import { RedisServer } from "../support/redis-server.ts";
 
 const DASHBOARD_TOKEN = "e2e-dashboard-token-0123456789";
@@ -33,6 +42,11 @@ let kube: KubeApiServer;
 let redis: RedisServer;
 let cable: ActionCableServer;
 let configRepo: GitRepo;
+let manifests: GitRepo;
+/** The commit of the agent's manifest project. */
+let manifestsCommit: string;
+/** The commit of the agent's configuration file. */
+let configCommit: string;
 let kas: InProcessKas;
 let agent: InProcessAgentk | undefined;
 let browser: Chromium;
@@ -45,16 +59,30 @@ beforeAll(async () => {
     GitRepo.init(),
     Chromium.launch(),
   ]);
+  manifests = await GitRepo.init();
+  manifestsCommit = await manifests.commit({
+    "cm.yaml":
+      "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: shop\ndata:\n  mode: fast\n",
+  });
   seedCluster(kube.store, NS, { cart: 3, api: 2 });
   cable = await ActionCableServer.start({
     redisUrl: `redis://127.0.0.1:${redis.port}`,
     channelPrefix: CHANNEL_PREFIX,
   });
-  await configRepo.commit({ ".gitlab/agents/prod/config.yaml": "cluster_views: {}\n" });
+  configCommit = await configRepo.commit({
+    ".gitlab/agents/prod/config.yaml":
+      "cluster_views: {}\ngitops:\n  manifest_projects:\n    - id: group/manifests\n      default_namespace: shop\n",
+  });
   const tokensFile = join(dir, "tokens.yaml");
   await writeFile(
     tokensFile,
-    `${TOKEN}: ${JSON.stringify({ agentId: 42, projectId: 7, agentName: "prod", repository: configRepo.path })}\n`,
+    `${TOKEN}: ${JSON.stringify({
+      agentId: 42,
+      projectId: 7,
+      agentName: "prod",
+      repository: configRepo.path,
+      manifest_projects: { "group/manifests": manifests.path },
+    })}\n`,
   );
   const tokenFile = join(dir, "dashboard_token");
   await writeFile(tokenFile, DASHBOARD_TOKEN);
@@ -78,14 +106,17 @@ afterAll(async () => {
   await browser?.close();
   await kas?.close();
   await cable?.close();
-  await Promise.all([redis?.close(), kube?.close(), configRepo?.remove()]);
+  await Promise.all([redis?.close(), kube?.close(), configRepo?.remove(), manifests?.remove()]);
   await rm(dir, { recursive: true, force: true });
 });
 
 const field = (page: Page, name: string) => page.locator(`[data-agent="42"] [data-field="${name}"]`);
 /** Waits, up to WAIT, for the agent's field to show `text`. */
-const shows = (page: Page, name: string, text: string) =>
-  field(page, name).filter({ hasText: text }).waitFor({ timeout: WAIT });
+const shows = (page: Page, name: string, text: string | RegExp) =>
+  field(page, name).filter({ hasText: text }).first().waitFor({ timeout: WAIT });
+/** Waits, up to WAIT, for the feed of changes to list `text`. */
+const feedShows = (page: Page, text: string | RegExp) =>
+  page.locator('[data-field="feed"] li').filter({ hasText: text }).first().waitFor({ timeout: WAIT });
 
 test("changes in the cluster reach the dashboard page and ActionCable's subscribers", async () => {
   const cableClient = await ActionCableClient.connect(cable.url);
@@ -98,6 +129,9 @@ test("changes in the cluster reach the dashboard page and ActionCable's subscrib
     await page.click("button[type=submit]");
     await page.waitForURL(`${kas.addresses.dashboard}/`, { timeout: WAIT });
 
+    // Who the agent is: its name, from authentication.
+    await shows(page, "name", "prod");
+
     // What agentk saw first: three Ready nodes, five Running pods, nothing rolling out.
     await shows(page, "status", "connected");
     await shows(page, "nodes-ready", "3/3");
@@ -109,10 +143,12 @@ test("changes in the cluster reach the dashboard page and ActionCable's subscrib
     kube.store.setDeploymentStatus(NS, "cart", 3);
     await shows(page, "rollouts", `Deployment ${NS}/cart`);
     await shows(page, "rollouts-count", "1 rolling out");
+    await feedShows(page, `Deployment ${NS}/cart scaled from 3 to 5 replicas`);
 
     // A node goes NotReady.
     setNodeReady(kube.store, "node-2", false);
     await shows(page, "nodes-ready", "2/3");
+    await feedShows(page, "Node node-2 node not ready: KubeletNotReady, container runtime is down");
     const change = await cableClient.message<ViewEvent>(
       (m) => m.type === "change" && m.views.nodes?.ready === 2,
       WAIT,
@@ -129,13 +165,54 @@ test("changes in the cluster reach the dashboard page and ActionCable's subscrib
       ),
     ).toBe(true);
 
+    // A pod crash-loops (its restarts counted), the kubelet records a Warning about it, and the
+    // Deployment's controller gives up on the rollout.
+    setPodCrashLooping(kube.store, NS, "cart-0", 4);
+    addWarningEvent(
+      kube.store,
+      NS,
+      { kind: "Pod", name: "cart-0" },
+      "BackOff",
+      "Back-off restarting failed container cart",
+    );
+    setDeploymentStuck(kube.store, NS, "cart", 3);
+    await shows(page, "restarts", "4 restarts");
+    await shows(page, "rollout-why", "ProgressDeadlineExceeded");
+    await feedShows(page, `Pod ${NS}/cart-0 CrashLoopBackOff, 4 restarts`);
+    await feedShows(page, `Pod ${NS}/cart-0 BackOff: Back-off restarting failed container cart`);
+    await feedShows(page, `Deployment ${NS}/cart rollout stuck at 5/5 updated: ProgressDeadlineExceeded`);
+    await shows(page, "problems", "1 of 3 nodes not ready");
+
+    // Its agentk and Kubernetes versions (reported over its tunnel), its configuration's commit.
+    await shows(page, "replicas", "1 agentk · 1 tunnel,");
+    await shows(page, "versions", `Kubernetes ${KUBE_VERSION.gitVersion}`);
+    await shows(page, "configuration", `commit ${configCommit.slice(0, 8)}`);
+    // GitOps: the manifest project's commit, applied by agentk, its sync reported to kas.
+    await shows(
+      page,
+      "gitops",
+      `group/manifests commit ${manifestsCommit.slice(0, 8)} · 1 applied, 0 failed`,
+    );
+
+    // The drill-down: the node and its condition, the pod and why, the object behind the warning.
+    await page.locator('[data-agent="42"] summary').click();
+    await shows(page, "node-problems", "Ready=False (KubeletNotReady): container runtime is down");
+    await shows(page, "pod-problems", `Pod ${NS}/cart-0 Running · CrashLoopBackOff · 4 restarts`);
+    await shows(page, "warnings", `Pod ${NS}/cart-0`);
+    await field(page, "history").locator("figure").nth(5).waitFor({ timeout: WAIT });
+
     await mkdir(".tmp", { recursive: true });
+    await page.setViewportSize({ width: 1280, height: 900 });
     await page.screenshot({ path: ".tmp/dashboard-e2e.png", fullPage: true });
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.screenshot({ path: ".tmp/dashboard-e2e-phone.png", fullPage: true });
+    await page.setViewportSize({ width: 1280, height: 900 });
 
     // The agent goes away: the page and ActionCable are told.
     await agent!.stop(0);
     agent = undefined;
     await shows(page, "status", "disconnected");
+    await feedShows(page, "Agent 42 agent disconnected");
     await cableClient.message<ViewEvent>(
       (m) => m.type === "disconnected",
       WAIT,

@@ -74,3 +74,109 @@ export function addPod(store: KubeStore, ns: string, app: string, i: number, pha
     status: { phase, containerStatuses: [{ name: app, ready: phase === "Running", restartCount: 0 }] },
   });
 }
+
+/** The pod's container crash-looping, as its kubelet reports it: waiting in CrashLoopBackOff after `restarts` restarts. */
+export function setPodCrashLooping(store: KubeStore, ns: string, name: string, restarts: number): void {
+  const current = store.get("pods", ns, name);
+  const container = (current.spec as { containers: { name: string }[] }).containers[0]!.name;
+  store.update("pods", ns, name, {
+    status: {
+      phase: "Running",
+      containerStatuses: [
+        {
+          name: container,
+          ready: false,
+          restartCount: restarts,
+          state: {
+            waiting: {
+              reason: "CrashLoopBackOff",
+              message: `back-off restarting failed container ${container}`,
+            },
+          },
+          lastState: { terminated: { reason: "Error", exitCode: 1 } },
+        },
+      ],
+    },
+  });
+}
+
+/** The pod's container running and ready again, its restarts kept (a kubelet never lowers them). */
+export function setPodRunning(store: KubeStore, ns: string, name: string): void {
+  const current = store.get("pods", ns, name);
+  const status = current.status as { containerStatuses?: { name: string; restartCount?: number }[] };
+  const [c] = status.containerStatuses ?? [];
+  const container = (current.spec as { containers: { name: string }[] }).containers[0]!.name;
+  store.update("pods", ns, name, {
+    status: {
+      phase: "Running",
+      containerStatuses: [
+        {
+          name: c?.name ?? container,
+          ready: true,
+          restartCount: c?.restartCount ?? 0,
+          state: { running: {} },
+        },
+      ],
+    },
+  });
+}
+
+/** A Warning event about an object, as a controller or kubelet records it (core/v1 Event). */
+export function addWarningEvent(
+  store: KubeStore,
+  ns: string,
+  involved: { kind: string; name: string },
+  reason: string,
+  message: string,
+  count = 1,
+): void {
+  const now = new Date().toISOString();
+  store.create("events", ns, {
+    metadata: {
+      name: `${involved.name}.${Date.now().toString(16)}${Math.random().toString(16).slice(2, 6)}`,
+    },
+    involvedObject: { ...involved, namespace: ns },
+    type: "Warning",
+    reason,
+    message,
+    count,
+    firstTimestamp: now,
+    lastTimestamp: now,
+    source: { component: "kubelet" },
+  });
+}
+
+/** The Deployment's controller gave up: Progressing False with ProgressDeadlineExceeded (`ready` of its replicas ready). */
+export function setDeploymentStuck(store: KubeStore, ns: string, name: string, ready: number): void {
+  const current = store.get("deployments", ns, name);
+  const replicas = (current.spec as { replicas?: number }).replicas ?? 1;
+  const now = new Date().toISOString();
+  store.update("deployments", ns, name, {
+    status: {
+      observedGeneration: current.metadata.generation ?? 1,
+      replicas,
+      updatedReplicas: replicas,
+      readyReplicas: ready,
+      availableReplicas: ready,
+      unavailableReplicas: replicas - ready,
+      conditions: [
+        {
+          type: "Available",
+          status: "False",
+          reason: "MinimumReplicasUnavailable",
+          message: "Deployment does not have minimum availability.",
+          lastUpdateTime: now,
+          lastTransitionTime: now,
+        },
+        {
+          type: "Progressing",
+          status: "False",
+          reason: "ProgressDeadlineExceeded",
+          message: `ReplicaSet "${name}-7d4b9c" has timed out progressing.`,
+          lastUpdateTime: now,
+          lastTransitionTime: now,
+        },
+      ],
+    },
+  });
+}

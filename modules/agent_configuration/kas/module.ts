@@ -14,7 +14,11 @@ import { addAgentConfigurationService } from "./rpc.ts";
 import { LocalStatusStore, RedisStatusStore, type StatusStore } from "./status-store.ts";
 import { ConfigurationWatches } from "./watches.ts";
 
-export function agentConfigurationModule(config: AgentConfigurationKasConfig): KasModuleFactory {
+export function agentConfigurationModule(
+  config: AgentConfigurationKasConfig,
+  /** Told of the status store once built (the dashboard reads it). */
+  onStatusStore?: (store: StatusStore) => void,
+): KasModuleFactory {
   return {
     name: "agent_configuration",
     phase: Phase.capability,
@@ -59,6 +63,7 @@ export function agentConfigurationModule(config: AgentConfigurationKasConfig): K
       // Outlives a few polls, so a replica that stops polling for an agent is soon forgotten.
       store = redis ? new RedisStatusStore(redis, 3 * config.pollPeriodMs + 60_000, local, log) : local;
       const known = store;
+      onStatusStore?.(store);
       // Nothing read yet (commitId undefined) is not "no configuration": say unknown.
       configurations.provide(async (agentId) => {
         const state = await known.get(agentId);

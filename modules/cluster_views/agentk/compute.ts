@@ -1,7 +1,16 @@
 // The views, computed from the informer cache's records: counts and bounded lists (VIEW_LIMITS),
 // the same size for ten pods or a hundred thousand.
 import { VIEW_LIMITS } from "../limits.ts";
-import type { NamespacePods, NodesView, PodsView, Rollout, WarningsView, WorkloadsView } from "../views.ts";
+import type {
+  NamespacePods,
+  NodeProblem,
+  NodesView,
+  PodProblem,
+  PodsView,
+  Rollout,
+  WarningsView,
+  WorkloadsView,
+} from "../views.ts";
 import type { NodeRecord, PodRecord, WarningRecord, WorkloadRecord } from "./records.ts";
 
 export function nodesView(nodes: Iterable<NodeRecord>): NodesView {
@@ -11,16 +20,30 @@ export function nodesView(nodes: Iterable<NodeRecord>): NodesView {
     capacity: { cpuMillis: 0, memoryBytes: 0 },
     allocatable: { cpuMillis: 0, memoryBytes: 0 },
   };
+  const problems: NodeProblem[] = [];
   for (const n of nodes) {
     view.total++;
+    if (n.problems.length > 0)
+      problems.push({ name: n.metadata.name, ready: n.ready, conditions: n.problems });
     if (n.ready) view.ready++;
     view.capacity.cpuMillis += n.capacity.cpuMillis;
     view.capacity.memoryBytes += n.capacity.memoryBytes;
     view.allocatable.cpuMillis += n.allocatable.cpuMillis;
     view.allocatable.memoryBytes += n.allocatable.memoryBytes;
   }
-  return view;
+  // Not ready first, then by name: the cut keeps the worst.
+  problems.sort((a, b) => Number(a.ready) - Number(b.ready) || byName(a.name, b.name));
+  return { ...view, problems: problems.slice(0, VIEW_LIMITS.nodeProblems) };
 }
+
+const byName = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/** A pod in trouble: failed, waiting with a reason, or restarting. */
+const troubled = (p: PodRecord): boolean =>
+  p.phase === "Failed" ||
+  p.phase === "Unknown" ||
+  p.restarts > 0 ||
+  (p.reason !== "" && p.phase !== "Succeeded");
 
 const emptyNamespace = (): NamespacePods => ({
   phases: { Pending: 0, Running: 0, Succeeded: 0, Failed: 0, Unknown: 0 },
@@ -34,8 +57,18 @@ const emptyNamespace = (): NamespacePods => ({
 export function podsView(pods: Iterable<PodRecord>, namespaces: readonly string[]): PodsView {
   const by = new Map<string, { pods: number; ns: NamespacePods }>();
   for (const name of namespaces) by.set(name, { pods: 0, ns: emptyNamespace() });
+  const problems: PodProblem[] = [];
   for (const p of pods) {
     const name = p.metadata.namespace ?? "";
+    if (troubled(p) && (namespaces.length === 0 || by.has(name))) {
+      problems.push({
+        namespace: name,
+        name: p.metadata.name,
+        phase: p.phase,
+        reason: p.reason,
+        restarts: p.restarts,
+      });
+    }
     let entry = by.get(name);
     if (!entry) {
       if (namespaces.length > 0) continue;
@@ -50,7 +83,18 @@ export function podsView(pods: Iterable<PodRecord>, namespaces: readonly string[
     .sort(([a, x], [b, y]) => y.pods - x.pods || (a < b ? -1 : a > b ? 1 : 0))
     .slice(0, VIEW_LIMITS.namespaces)
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return { namespaces: Object.fromEntries(kept.map(([name, e]) => [name, e.ns])) };
+  // Most restarts first, then those with a reason, then by namespace and name (a stable cut).
+  problems.sort(
+    (a, b) =>
+      b.restarts - a.restarts ||
+      Number(b.reason !== "") - Number(a.reason !== "") ||
+      byName(a.namespace, b.namespace) ||
+      byName(a.name, b.name),
+  );
+  return {
+    namespaces: Object.fromEntries(kept.map(([name, e]) => [name, e.ns])),
+    problems: problems.slice(0, VIEW_LIMITS.podProblems),
+  };
 }
 
 const STATE_ORDER: Record<Rollout["state"], number> = { stuck: 0, progressing: 1, complete: 2 };

@@ -4,14 +4,21 @@
 // Not re-exported by the package index: its own module.
 import { quantityToScalar } from "@kubernetes/client-node/dist/util.js";
 import { VIEW_LIMITS } from "../limits.ts";
-import type { PodPhase, Resources, Rollout, RolloutState, Warning } from "../views.ts";
+import type { NodeCondition, PodPhase, Resources, Rollout, RolloutState, Warning } from "../views.ts";
 
 interface Meta {
   metadata: { name: string; namespace?: string; resourceVersion?: string };
 }
 
-export type NodeRecord = Meta & { ready: boolean; capacity: Resources; allocatable: Resources };
-export type PodRecord = Meta & { phase: PodPhase; restarts: number };
+/** `problems`: the node's conditions that are not as on a healthy node (empty when it is healthy). */
+export type NodeRecord = Meta & {
+  ready: boolean;
+  capacity: Resources;
+  allocatable: Resources;
+  problems: NodeCondition[];
+};
+/** `reason`: a container's waiting or last termination reason ("" when none), what `kubectl get pods` shows. */
+export type PodRecord = Meta & { phase: PodPhase; restarts: number; reason: string };
 export type WorkloadRecord = Meta & { rollout: Rollout };
 export type WarningRecord = Meta & { warning: Warning };
 
@@ -61,30 +68,67 @@ const time = (t: unknown): string | undefined => {
   return Number.isNaN(ms) ? undefined : new Date(ms).toISOString();
 };
 
+/** A condition as a healthy node has it: Ready True, every other (the pressures, NetworkUnavailable) False. */
+const healthy = (c: Raw): boolean => (c?.type === "Ready" ? c?.status === "True" : c?.status === "False");
+
 export function nodeRecord(o: Raw): NodeRecord {
-  const conditions: Raw[] = o?.status?.conditions ?? [];
+  const conditions: Raw[] = Array.isArray(o?.status?.conditions) ? o.status.conditions : [];
+  const ready = conditions.some((c) => c?.type === "Ready" && c?.status === "True");
+  const problems = conditions
+    .filter((c) => !healthy(c))
+    .slice(0, VIEW_LIMITS.conditions)
+    .map((c) => ({
+      type: cut(c?.type, VIEW_LIMITS.name),
+      status: cut(c?.status, VIEW_LIMITS.name),
+      reason: cut(c?.reason, VIEW_LIMITS.name),
+      message: cut(c?.message, VIEW_LIMITS.message),
+    }));
+  // A node without a Ready condition at all is not ready either: say so.
+  if (!ready && !conditions.some((c) => c?.type === "Ready"))
+    problems.unshift({ type: "Ready", status: "Unknown", reason: "NoReadyCondition", message: "" });
   return {
     metadata: meta(o),
-    ready: conditions.some((c) => c?.type === "Ready" && c?.status === "True"),
+    ready,
     capacity: resources(o?.status?.capacity),
     allocatable: resources(o?.status?.allocatable),
+    problems: problems.slice(0, VIEW_LIMITS.conditions),
   };
 }
 
 export function podRecord(o: Raw): PodRecord {
   const phase = PHASES.includes(o?.status?.phase) ? (o.status.phase as PodPhase) : "Pending";
   let restarts = 0;
-  for (const list of [o?.status?.containerStatuses, o?.status?.initContainerStatuses]) {
-    if (Array.isArray(list)) for (const c of list) restarts += int(c?.restartCount);
+  let reason = "";
+  for (const list of [o?.status?.initContainerStatuses, o?.status?.containerStatuses]) {
+    if (!Array.isArray(list)) continue;
+    for (const c of list) {
+      restarts += int(c?.restartCount);
+      // As `kubectl get pods`: a container waiting (CrashLoopBackOff, ImagePullBackOff) says most.
+      const why = c?.state?.waiting?.reason ?? c?.state?.terminated?.reason;
+      if (reason === "" && typeof why === "string" && why !== "" && why !== "Completed") reason = why;
+    }
   }
-  return { metadata: meta(o), phase, restarts };
+  if (reason === "" && typeof o?.status?.reason === "string") reason = o.status.reason;
+  return { metadata: meta(o), phase, restarts, reason: cut(reason, VIEW_LIMITS.name) };
 }
 
 function progressDeadlineExceeded(o: Raw): boolean {
-  const conditions: Raw[] = o?.status?.conditions ?? [];
+  const conditions: Raw[] = Array.isArray(o?.status?.conditions) ? o.status.conditions : [];
   return conditions.some(
     (c) => c?.type === "Progressing" && c?.status === "False" && c?.reason === "ProgressDeadlineExceeded",
   );
+}
+
+/** Why a rollout is not complete, from its conditions: a failure first, else the progress condition. */
+function whyNotComplete(o: Raw): { reason: string; message: string } | undefined {
+  const conditions: Raw[] = Array.isArray(o?.status?.conditions) ? o.status.conditions : [];
+  const pick =
+    conditions.find((c) => c?.type === "ReplicaFailure" && c?.status === "True") ??
+    conditions.find((c) => c?.type === "Progressing" && c?.status === "False") ??
+    conditions.find((c) => c?.type === "Available" && c?.status === "False") ??
+    conditions.find((c) => c?.type === "Progressing");
+  if (!pick || (typeof pick.reason !== "string" && typeof pick.message !== "string")) return undefined;
+  return { reason: cut(pick.reason, VIEW_LIMITS.name), message: cut(pick.message, VIEW_LIMITS.message) };
 }
 
 /** A Deployment's, StatefulSet's or DaemonSet's rollout, read as `kubectl rollout status` does. */
@@ -125,6 +169,7 @@ export function workloadRecord(kind: Rollout["kind"], o: Raw): WorkloadRecord {
         ? "stuck"
         : "progressing";
   const m = meta(o);
+  const why = state === "complete" ? undefined : whyNotComplete(o);
   return {
     metadata: m,
     rollout: {
@@ -136,6 +181,7 @@ export function workloadRecord(kind: Rollout["kind"], o: Raw): WorkloadRecord {
       ready,
       available,
       state,
+      ...why,
     },
   };
 }

@@ -9,8 +9,11 @@ import type { ConnectionLimits } from "../../../tool/http/serve/index.ts";
 import type { ViewsHub } from "../../cluster_views/index.ts";
 import type { KasModuleFactory } from "../../runtime/index.ts";
 import { listenerModule, Phase } from "../../runtime/index.ts";
+import { AgentStatuses, type StatusSources } from "./agent-status.ts";
 import { loadDashboardAssets } from "./assets.ts";
 import type { DashboardKasConfig } from "./config.ts";
+import { MemoryHistoryStore, RedisHistoryStore } from "./history-store.ts";
+import { recordHistory } from "./recorder.ts";
 import { RedisRevocations } from "./redis-revocations.ts";
 import { MemoryRevocations } from "./revocations.ts";
 import { serveDashboard } from "./server.ts";
@@ -21,6 +24,8 @@ export function dashboardModule(
   tuning?: { heartbeatMs?: number },
   /** kas's connection_limits, for the dashboard's listener. */
   limits?: ConnectionLimits,
+  /** What other modules know of each agent (tracker, configuration, GitOps), asked once the dashboard starts. */
+  sourcesOf: () => StatusSources = () => ({}),
 ): KasModuleFactory {
   return listenerModule("dashboard", Phase.front, "dashboard", async (deps) => {
     const { log, registry, requests } = deps;
@@ -45,7 +50,11 @@ export function dashboardModule(
     const revocations = deps.redis
       ? new RedisRevocations(deps.redis, deps.broadcast, log)
       : new MemoryRevocations();
+    // With Redis, every replica shows the same history.
+    const history = deps.redis ? new RedisHistoryStore(deps.redis) : new MemoryHistoryStore();
+    const recorder = recordHistory(hub, history, log);
     const stopRevocations = () => {
+      recorder.close();
       if (revocations instanceof RedisRevocations) revocations.close();
     };
     const server = await serveDashboard({
@@ -55,6 +64,8 @@ export function dashboardModule(
       sessionGeneration: config.sessionGeneration,
       revocations,
       hub,
+      statuses: new AgentStatuses(sourcesOf()),
+      history,
       assets,
       ...(tuning?.heartbeatMs !== undefined && { heartbeatMs: tuning.heartbeatMs }),
       log,

@@ -9,7 +9,16 @@ export const CONTENT_SECURITY_POLICY =
 const head = (title: string) =>
   `<!doctype html><html lang="en"><head><meta charset="utf-8">` +
   `<meta name="viewport" content="width=device-width, initial-scale=1">` +
-  `<title>${title}</title><link rel="stylesheet" href="/app.css"></head>`;
+  `<title>${title}</title><link rel="icon" href="/favicon.svg" type="image/svg+xml">` +
+  `<link rel="stylesheet" href="/app.css"></head>`;
+
+/** The page's icon: three stacked nodes (served for /favicon.svg and the browsers' /favicon.ico). */
+export const FAVICON =
+  `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32">` +
+  `<rect width="32" height="32" rx="6" fill="#24292f"/>` +
+  `<rect x="7" y="6" width="18" height="5" rx="1.5" fill="#3fb950"/>` +
+  `<rect x="7" y="13.5" width="18" height="5" rx="1.5" fill="#3fb950"/>` +
+  `<rect x="7" y="21" width="18" height="5" rx="1.5" fill="#d29922"/></svg>`;
 
 export function loginPage(error?: string): string {
   return (

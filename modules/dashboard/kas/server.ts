@@ -15,8 +15,10 @@ import {
 } from "../../../tool/http/serve/index.ts";
 import type { RequestMetrics } from "../../../tool/observability/index.ts";
 import { serveEvents, type ViewsHub } from "../../cluster_views/index.ts";
+import type { AgentStatuses } from "./agent-status.ts";
 import type { DashboardAssets } from "./assets.ts";
-import { appPage, CONTENT_SECURITY_POLICY, loginPage } from "./pages.ts";
+import type { HistoryStore } from "./history-store.ts";
+import { appPage, CONTENT_SECURITY_POLICY, FAVICON, loginPage } from "./pages.ts";
 import { MemoryRevocations, type SessionRevocations } from "./revocations.ts";
 import { type DashboardSessions, dashboardSessions } from "./session.ts";
 
@@ -35,6 +37,10 @@ export interface DashboardServerOptions {
   /** Where logouts are recorded (default: this process's memory; with Redis, every replica's). */
   revocations?: SessionRevocations;
   hub: ViewsHub;
+  /** Who each agent is, its tunnels, configuration and GitOps (`/api/status`); absent: views only. */
+  statuses?: AgentStatuses;
+  /** Each agent's history (`/api/changes`, `/api/history`); absent: none kept. */
+  history?: HistoryStore;
   assets: DashboardAssets;
   heartbeatMs?: number;
   /**
@@ -64,7 +70,24 @@ export interface DashboardServer {
   close(graceMs: number): Promise<void>;
 }
 
-const ROUTES = ["/", "/login", "/logout", "/app.js", "/app.css", "/api/agents", "/api/events"];
+/** Changes listed by `/api/changes` (every agent's, newest first). */
+export const FEED_LIMIT = 100;
+
+const ROUTES = [
+  "/",
+  "/login",
+  "/logout",
+  "/app.js",
+  "/app.css",
+  "/favicon.ico",
+  "/favicon.svg",
+  "/api/agents",
+  "/api/events",
+  "/api/status",
+  "/api/changes",
+  "/api/history",
+];
+const API = new Set(["/api/agents", "/api/events", "/api/status", "/api/changes", "/api/history"]);
 
 export async function serveDashboard(o: DashboardServerOptions): Promise<DashboardServer> {
   const tls = o.listen.certificateFile !== undefined;
@@ -129,6 +152,10 @@ async function handle(
     const type = pathname === "/app.js" ? "text/javascript" : "text/css";
     return send(res, 200, type, o.assets[pathname.slice(1) as keyof DashboardAssets], "no-cache");
   }
+  if (pathname === "/favicon.ico" || pathname === "/favicon.svg") {
+    allow(method, ["GET", "HEAD"]);
+    return send(res, 200, "image/svg+xml", FAVICON, "max-age=86400");
+  }
   if (pathname === "/login") return login(req, res, method, sessions, attempts);
   if (pathname === "/logout") {
     allow(method, ["POST"]);
@@ -144,16 +171,38 @@ async function handle(
     if (!loggedIn) return redirect(res, "/login");
     return send(res, 200, "text/html; charset=utf-8", appPage(sessions !== undefined), "no-store");
   }
-  if (pathname === "/api/agents" || pathname === "/api/events") {
+  if (API.has(pathname)) {
     allow(method, ["GET"]);
     if (!loggedIn) throw new HttpError(401, "log in first: no valid dashboard session");
-    if (pathname === "/api/agents") {
-      const agents = await o.hub.list();
-      return send(res, 200, "application/json", JSON.stringify({ agents }), "no-store");
-    }
-    return events.open(req, res, session?.id);
+    if (pathname === "/api/events") return events.open(req, res, session?.id);
+    return sendJson(res, await api(o, pathname, requestTarget(req).query));
   }
   throw new HttpError(404, `no such page: ${pathname}`);
+}
+
+/** The JSON API's answers (GET, logged in). */
+async function api(o: DashboardServerOptions, pathname: string, query: URLSearchParams): Promise<object> {
+  switch (pathname) {
+    case "/api/agents":
+      return { agents: await o.hub.list() };
+    case "/api/status": {
+      const ids = (await o.hub.list()).map((a) => a.agentId);
+      return { agents: (await o.statuses?.of(ids)) ?? [] };
+    }
+    case "/api/changes": {
+      const ids = (await o.hub.list()).map((a) => a.agentId);
+      return { changes: (await o.history?.latestChanges(ids, FEED_LIMIT)) ?? [] };
+    }
+    default: {
+      const agentId = query.get("agent") ?? "";
+      if (!/^[1-9]\d{0,18}$/.test(agentId)) throw new HttpError(400, "agent must be an agent's numeric id");
+      return (await o.history?.history(agentId)) ?? { agentId, samples: [], changes: [] };
+    }
+  }
+}
+
+function sendJson(res: ServerResponse, body: object): void {
+  send(res, 200, "application/json", JSON.stringify(body), "no-store");
 }
 
 /** The open event streams, each session's among them: a logout (here or on another replica) ends those. */

@@ -7,13 +7,17 @@ import type { GitopsKasConfig } from "./config.ts";
 import { createGitopsMetrics } from "./metrics.ts";
 import { gitopsRoute } from "./routes.ts";
 import { addGitopsService } from "./rpc.ts";
-import { MemoryStatusStore, RedisStatusStore } from "./status-store.ts";
+import { type GitopsStatusStore, MemoryStatusStore, RedisStatusStore } from "./status-store.ts";
 import { RefWatches } from "./watches.ts";
 
 /** How long the API keeps showing an agent's GitOps state after its last write. */
 const STATUS_TTL_MS = 24 * 3600_000;
 
-export function gitopsModule(config: GitopsKasConfig): KasModuleFactory {
+export function gitopsModule(
+  config: GitopsKasConfig,
+  /** Told of the status store once built (the dashboard reads it). */
+  onStatusStore?: (store: GitopsStatusStore) => void,
+): KasModuleFactory {
   return {
     name: "gitops",
     phase: Phase.capability,
@@ -23,6 +27,7 @@ export function gitopsModule(config: GitopsKasConfig): KasModuleFactory {
       const store = redis
         ? new RedisStatusStore(redis, STATUS_TTL_MS, log)
         : new MemoryStatusStore(STATUS_TTL_MS);
+      onStatusStore?.(store);
       addGitopsService({
         rpc: agentRpc,
         projects,

@@ -87,6 +87,7 @@ describe("cluster views: Kubernetes API -> agentk -> kas A -> Redis -> kas B -> 
       ready: 2,
       capacity: { cpuMillis: 8000, memoryBytes: 2 * 16 * 2 ** 30 },
       allocatable: { cpuMillis: 7000, memoryBytes: 2 * 15 * 2 ** 30 },
+      problems: [],
     });
     expect(views.views.pods?.namespaces.apps).toEqual({
       phases: { Pending: 0, Running: 2, Succeeded: 0, Failed: 0, Unknown: 0 },

@@ -5,7 +5,9 @@ import { SignJWT } from "jose";
 import { fetch } from "undici";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import type { AgentViews } from "../../../modules/cluster_views/views.ts";
+import { AgentStatuses } from "../../../modules/dashboard/kas/agent-status.ts";
 import { bundleDashboard } from "../../../modules/dashboard/kas/assets.ts";
+import { MemoryHistoryStore } from "../../../modules/dashboard/kas/history-store.ts";
 import { type DashboardServer, serveDashboard } from "../../../modules/dashboard/kas/server.ts";
 import { SESSION_COOKIE } from "../../../modules/dashboard/kas/session.ts";
 import { cookieValue } from "../../../tool/http/serve/index.ts";
@@ -32,6 +34,7 @@ const agent = (agentId: string, seq: number, ready: number): AgentViews => ({
 
 let hub: MemoryViewsHub;
 let server: DashboardServer;
+const history = new MemoryHistoryStore();
 const streamsSeen: number[] = [];
 beforeAll(async () => {
   hub = new MemoryViewsHub();
@@ -41,6 +44,32 @@ beforeAll(async () => {
     token: TOKEN,
     sessionTtlMs: 60_000,
     hub,
+    history,
+    statuses: new AgentStatuses({
+      connectedAgents: async () => [
+        {
+          agentId: "1",
+          projectId: "7",
+          agentName: "prod",
+          tunnels: 1,
+          connectedSince: new Date(0).toISOString(),
+        },
+      ],
+      configuration: async () => ({ commitId: "c0ffee", configuration: { secret: "not shown" } }) as never,
+      gitops: async () =>
+        new Map([
+          [
+            "group/manifests",
+            {
+              sync: {
+                commitId: "c0ffee",
+                at: "x",
+                counts: { applied: 2, unchanged: 1, failed: 1, skipped: 3 },
+              },
+            },
+          ],
+        ]),
+    }),
     assets: await bundleDashboard(),
     heartbeatMs: 50,
     log: quiet,
@@ -74,7 +103,13 @@ describe("without a session", () => {
     const form = await get("/login");
     expect(form.status).toBe(200);
     expect(await form.text()).toContain('<form method="post" action="/login">');
-    for (const path of ["/api/agents", "/api/events"]) {
+    for (const path of [
+      "/api/agents",
+      "/api/events",
+      "/api/status",
+      "/api/changes",
+      "/api/history?agent=1",
+    ]) {
       const res = await get(path);
       expect(res.status).toBe(401);
       expect(await res.json()).toEqual({ error: "log in first: no valid dashboard session" });
@@ -256,4 +291,59 @@ test("guessing is slowed down: after too many wrong tokens, logins from that add
   } finally {
     await guarded.close(100);
   }
+});
+
+describe("the JSON API and the icon", () => {
+  test("/api/status: each agent by name with its tunnels, configuration commit (never the configuration) and GitOps counts", async () => {
+    const res = await get("/api/status", await session());
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({
+      agents: [
+        {
+          agentId: "1",
+          name: "prod",
+          projectId: "7",
+          tunnels: 1,
+          connectedSince: new Date(0).toISOString(),
+          agentk: [],
+          configuration: { commitId: "c0ffee" },
+          gitops: [
+            { project: "group/manifests", sync: { commitId: "c0ffee", at: "x", applied: 3, failed: 1 } },
+          ],
+        },
+      ],
+    });
+  });
+
+  test("/api/changes and /api/history: from the history store; a malformed agent id is a 400", async () => {
+    const cookie = await session();
+    const change = {
+      agentId: "1",
+      at: new Date().toISOString(),
+      kind: "scaled" as const,
+      object: "Deployment shop/cart",
+      text: "scaled from 3 to 5 replicas",
+    };
+    await history.changes("1", [change]);
+    expect(await (await get("/api/changes", cookie)).json()).toEqual({ changes: [change] });
+    expect(await (await get("/api/history?agent=1", cookie)).json()).toEqual({
+      agentId: "1",
+      samples: [],
+      changes: [change],
+    });
+    for (const query of ["", "?agent=", "?agent=01", "?agent=1x"]) {
+      const res = await get(`/api/history${query}`, cookie);
+      expect(res.status).toBe(400);
+    }
+  });
+
+  test("the favicon is served without a session (no 404 in the browser's console)", async () => {
+    for (const path of ["/favicon.ico", "/favicon.svg"]) {
+      const res = await get(path);
+      expect(res.status).toBe(200);
+      expect(res.headers.get("content-type")).toBe("image/svg+xml");
+      expect(await res.text()).toMatch(/^<svg /);
+    }
+    expect(await (await get("/login")).text()).toContain('<link rel="icon" href="/favicon.svg"');
+  });
 });

@@ -33,6 +33,7 @@ describe("records", () => {
       ready: true,
       capacity: { cpuMillis: 4000, memoryBytes: 16 * 2 ** 30 },
       allocatable: { cpuMillis: 3500, memoryBytes: 1500 },
+      problems: [],
     });
     expect(
       nodeRecord({ metadata: { name: "n" }, status: { capacity: { cpu: "lots" } } }).capacity.cpuMillis,
@@ -49,8 +50,60 @@ describe("records", () => {
           initContainerStatuses: [{ restartCount: 1 }],
         },
       }),
-    ).toEqual({ metadata: { name: "p", namespace: "a" }, phase: "Running", restarts: 6 });
+    ).toEqual({ metadata: { name: "p", namespace: "a" }, phase: "Running", restarts: 6, reason: "" });
     expect(podRecord({ metadata: { name: "p" } }).phase).toBe("Pending");
+  });
+
+  test("a pod's trouble: the waiting reason (CrashLoopBackOff) as kubectl shows it, its restarts", () => {
+    const crashing = podRecord({
+      metadata: { name: "cart-0", namespace: "shop" },
+      status: {
+        phase: "Running",
+        containerStatuses: [
+          { restartCount: 0, state: { running: {} } },
+          { restartCount: 7, state: { waiting: { reason: "CrashLoopBackOff" } } },
+        ],
+      },
+    });
+    expect(crashing).toMatchObject({ restarts: 7, reason: "CrashLoopBackOff" });
+    const view = podsView(
+      [crashing, podRecord({ metadata: { name: "ok", namespace: "shop" }, status: { phase: "Running" } })],
+      [],
+    );
+    expect(view.namespaces.shop!.restarts).toBe(7);
+    expect(view.problems).toEqual([
+      { namespace: "shop", name: "cart-0", phase: "Running", reason: "CrashLoopBackOff", restarts: 7 },
+    ]);
+  });
+
+  test("a node's trouble: the conditions not as on a healthy node, not-ready nodes listed first", () => {
+    const node = (name: string, conditions: object[]) =>
+      nodeRecord({ metadata: { name }, status: { conditions } });
+    const view = nodesView([
+      node("a", [
+        { type: "Ready", status: "True" },
+        { type: "MemoryPressure", status: "True", reason: "KubeletHasInsufficientMemory", message: "low" },
+      ]),
+      node("b", [
+        { type: "Ready", status: "False", reason: "KubeletNotReady", message: "runtime down" },
+        { type: "DiskPressure", status: "False" },
+      ]),
+      node("c", [{ type: "Ready", status: "True" }]),
+    ]);
+    expect(view.problems).toEqual([
+      {
+        name: "b",
+        ready: false,
+        conditions: [{ type: "Ready", status: "False", reason: "KubeletNotReady", message: "runtime down" }],
+      },
+      {
+        name: "a",
+        ready: true,
+        conditions: [
+          { type: "MemoryPressure", status: "True", reason: "KubeletHasInsufficientMemory", message: "low" },
+        ],
+      },
+    ]);
   });
 
   test("rollouts: complete, progressing (generation not observed, replicas not updated), stuck (deadline)", () => {
@@ -78,7 +131,10 @@ describe("records", () => {
       updatedReplicas: 1,
       conditions: [{ type: "Progressing", status: "False", reason: "ProgressDeadlineExceeded" }],
     };
-    expect(workloadRecord("Deployment", deployment(stuck)).rollout.state).toBe("stuck");
+    expect(workloadRecord("Deployment", deployment(stuck)).rollout).toMatchObject({
+      state: "stuck",
+      reason: "ProgressDeadlineExceeded",
+    });
     const sts = { metadata: { name: "s", generation: 1 }, spec: { replicas: 2 } };
     const stsDone = {
       observedGeneration: 1,
@@ -154,33 +210,61 @@ describe("views", () => {
 
   test("property: any number of objects makes views within the bounds kas accepts", () => {
     fc.assert(
-      fc.property(fc.nat({ max: 3000 }), fc.nat({ max: 300 }), (nPods, nWorkloads) => {
-        const pods = Array.from({ length: nPods }, (_, i) =>
-          podRecord({ metadata: { name: `p${i}`, namespace: `n${i % 97}` } }),
-        );
-        const workloads = Array.from({ length: nWorkloads }, (_, i) =>
-          workloadRecord("Deployment", {
-            metadata: { name: `d${i}`, namespace: "a" },
-            spec: { replicas: 1 },
-          }),
-        );
-        const warnings = Array.from({ length: nWorkloads }, (_, i) =>
-          warningRecord({
-            metadata: { name: `e${i}`, namespace: "a" },
-            message: "x",
-            lastTimestamp: new Date(i * 1000).toISOString(),
-          }),
-        );
-        const views = {
-          pods: podsView(pods, []),
-          workloads: workloadsView(workloads),
-          warnings: warningsView(warnings),
-        };
-        expect(parseClusterViews(JSON.stringify(views))).toEqual({ views });
-        expect(views.workloads.total).toBe(nWorkloads);
-        if (nWorkloads > 0)
-          expect(views.warnings.latest[0]?.lastSeen).toBe(new Date((nWorkloads - 1) * 1000).toISOString());
-      }),
+      fc.property(
+        fc.nat({ max: 3000 }),
+        fc.nat({ max: 300 }),
+        fc.string({ maxLength: 2000 }),
+        (nPods, nWorkloads, text) => {
+          const pods = Array.from({ length: nPods }, (_, i) =>
+            podRecord({
+              metadata: { name: `p${i}`, namespace: `n${i % 97}` },
+              // Every third pod crash-looping, with any reason text (cut to the bound).
+              ...(i % 3 === 0 && {
+                status: {
+                  phase: "Running",
+                  containerStatuses: [{ restartCount: i, state: { waiting: { reason: `${text}${i}` } } }],
+                },
+              }),
+            }),
+          );
+          const nodes = Array.from({ length: nWorkloads }, (_, i) =>
+            nodeRecord({
+              metadata: { name: `node-${i}` },
+              status: {
+                conditions: [
+                  { type: "Ready", status: i % 2 ? "True" : "False", reason: text, message: text },
+                  { type: "DiskPressure", status: "True", reason: text, message: text },
+                ],
+              },
+            }),
+          );
+          const workloads = Array.from({ length: nWorkloads }, (_, i) =>
+            workloadRecord("Deployment", {
+              metadata: { name: `d${i}`, namespace: "a" },
+              spec: { replicas: 1 },
+            }),
+          );
+          const warnings = Array.from({ length: nWorkloads }, (_, i) =>
+            warningRecord({
+              metadata: { name: `e${i}`, namespace: "a" },
+              message: "x",
+              lastTimestamp: new Date(i * 1000).toISOString(),
+            }),
+          );
+          const views = {
+            nodes: nodesView(nodes),
+            pods: podsView(pods, []),
+            workloads: workloadsView(workloads),
+            warnings: warningsView(warnings),
+          };
+          expect(parseClusterViews(JSON.stringify(views))).toEqual({ views });
+          expect(views.workloads.total).toBe(nWorkloads);
+          if (nWorkloads > 0)
+            expect(views.warnings.latest[0]?.lastSeen).toBe(new Date((nWorkloads - 1) * 1000).toISOString());
+          // The pods in most trouble are listed first.
+          if (nPods > 0) expect(views.pods.problems?.[0]?.restarts).toBe(3 * Math.floor((nPods - 1) / 3));
+        },
+      ),
       { numRuns: 30 },
     );
   });
