@@ -91,7 +91,14 @@ const common = {
   log,
 };
 if (ROUNDS > 0) {
-  await roundsMode({ ...common, counts: COUNTS, rounds: ROUNDS, modules: MODULES, json: args.json });
+  await roundsMode({
+    ...common,
+    counts: COUNTS,
+    rounds: ROUNDS,
+    modules: MODULES,
+    json: args.json,
+    snapshots: profile === "snapshot",
+  });
   process.exit(0);
 }
 if (MODULES.length > 0) {

@@ -170,6 +170,11 @@ function agentModules(o: MeasureOptions): ModuleName[] {
   return o.modules ?? (o.configurationStreamsTimeoutMs !== undefined ? ["configuration"] : []);
 }
 
+/** How long the load process waits for every agent's modules' first exchange. */
+function modulesTimeoutMs(o: MeasureOptions): number {
+  return o.modulesTimeoutMs ?? o.configurationStreamsTimeoutMs ?? 300_000;
+}
+
 /** The agents' tokens (each tunnel a distinct agent, in a static tokens file) and kas's environment. */
 export async function kasSetup(
   o: MeasureOptions,
@@ -215,7 +220,7 @@ export function spawnLoad(
     concurrency: o.concurrency,
     keepAliveIntervalMs: o.agentKeepAliveMs,
     modules: agentModules(o),
-    modulesTimeoutMs: o.modulesTimeoutMs ?? o.configurationStreamsTimeoutMs ?? 300_000,
+    modulesTimeoutMs: modulesTimeoutMs(o),
   };
   writeFileSync(join(dir, planFile), JSON.stringify(plan));
   return spawn(process.execPath, ["--import", "tsx", AGENTS_MAIN, join(dir, planFile)], {
@@ -228,7 +233,7 @@ export async function loadReport(o: MeasureOptions, load: ReturnType<typeof spaw
   const report = await deadline(
     once(createInterface({ input: load.stdout! }), "line").then(([l]) => JSON.parse(l) as AgentsReport),
     // Connecting takes longer on a loaded machine: a minute plus 20 ms per agent (19,500: 7.5 min).
-    60_000 + 20 * o.agents + (o.modulesTimeoutMs ?? o.configurationStreamsTimeoutMs ?? 0),
+    60_000 + 20 * o.agents + (agentModules(o).length > 0 ? modulesTimeoutMs(o) : 0),
     "the load process did not report",
   );
   if (report.failed > 0) throw new Error(`${report.failed} of ${o.agents} tunnels failed: ${report.error}`);

@@ -14,6 +14,8 @@ export interface RoundsModeOptions
   rounds: number;
   modules: ModuleName[];
   json: boolean;
+  /** Heap snapshots instead of forced collections, and where the heap grew (rounds.ts). */
+  snapshots: boolean;
 }
 
 export async function roundsMode(o: RoundsModeOptions): Promise<void> {

@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { spawnKas } from "../../test/kas/support/kas-process.ts";
+import { growthPerAgent } from "./heap-summary.ts";
 import { kasModulesSetup } from "./kas-modules.ts";
 import {
   deadline,
@@ -23,6 +24,11 @@ import { rssKiB } from "./proc.ts";
 
 export interface RoundsOptions extends Omit<MeasureOptions, "profile" | "windowMs"> {
   rounds: number;
+  /**
+   * Heap snapshots after each round instead of forced collections (writing one collects first);
+   * logs what grew from round 2 to the last, per agent and round: where a leak is.
+   */
+  snapshots?: boolean;
 }
 
 export interface RoundMemory {
@@ -41,7 +47,7 @@ export interface RoundMemory {
 export async function measureRounds(o: RoundsOptions): Promise<RoundMemory[]> {
   const dir = mkdtempSync(join(tmpdir(), "bench-scale-rounds-"));
   const setup = kasModulesSetup(dir, o.agents, o.modules ?? []);
-  const m: MeasureOptions = { ...o, ...setup, windowMs: 0, profile: "heap" };
+  const m: MeasureOptions = { ...o, ...setup, windowMs: 0, profile: o.snapshots ? "snapshot" : "heap" };
   const { tokens, env } = await kasSetup(m, dir);
   const kas = await spawnKas(env, { entry: o.kasEntry, timeoutMs: 60_000 });
   const pid = kas.child.pid!;
@@ -101,9 +107,26 @@ export async function measureRounds(o: RoundsOptions): Promise<RoundMemory[]> {
     }
     kas.child.kill("SIGTERM");
     await kas.exitCode(40_000);
+    if (o.snapshots && o.rounds >= 3) {
+      const span = o.agents * (o.rounds - 2);
+      o.log(
+        `  heap snapshot growth from round 2 to ${o.rounds}, per agent and round (self size by type:name):`,
+      );
+      for (const g of growthPerAgent(
+        join(dir, "heap-2.heapsnapshot"),
+        join(dir, `heap-${o.rounds}.heapsnapshot`),
+        span,
+        25,
+      )) {
+        o.log(
+          `    ${String(Math.round(g.bytesPerAgent)).padStart(7)} B  x${g.countPerAgent.toFixed(3)}  ${g.key}`,
+        );
+      }
+    }
     return out;
   } finally {
     kas.kill();
-    rmSync(dir, { recursive: true, force: true });
+    if (!o.snapshots) rmSync(dir, { recursive: true, force: true });
+    else o.log(`  snapshots in ${dir}`);
   }
 }
