@@ -75,12 +75,12 @@ it("gives tunnels' age timers one of AGE_SLOTS + 1 durations, so agents gone lea
   const delays: number[] = [];
   const real = globalThis.setTimeout;
   const spy = vi.spyOn(globalThis, "setTimeout").mockImplementation(((
-    fn: () => void,
+    fn: (...a: unknown[]) => void,
     ms?: number,
     ...rest: unknown[]
   ) => {
     if (ms !== undefined && ms >= maxAgeMs * 0.9 && ms <= maxAgeMs * 1.1) delays.push(ms);
-    return real(fn, ms, ...rest);
+    return real(fn, ms, ...(rest as []));
   }) as typeof setTimeout);
   cleanup.push(async () => spy.mockRestore());
   const listener = await serveAgents({
