@@ -107,6 +107,21 @@ export async function measureRounds(o: RoundsOptions): Promise<RoundMemory[]> {
     }
     kas.child.kill("SIGTERM");
     await kas.exitCode(40_000);
+    if (o.snapshots) {
+      o.log(
+        "  heap snapshot growth from before any agent to after round 1, per agent (what agents gone leave):",
+      );
+      for (const g of growthPerAgent(
+        join(dir, "heap-0.heapsnapshot"),
+        join(dir, "heap-1.heapsnapshot"),
+        o.agents,
+        25,
+      )) {
+        o.log(
+          `    ${String(Math.round(g.bytesPerAgent)).padStart(7)} B  x${g.countPerAgent.toFixed(3)}  ${g.key}`,
+        );
+      }
+    }
     if (o.snapshots && o.rounds >= 3) {
       const span = o.agents * (o.rounds - 2);
       o.log(
