@@ -5,15 +5,15 @@
 // configuration stream, against the same without streams (bench/scale's measure, kas from the build).
 import { execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { AGENTK_KEEPALIVE_DEFAULT } from "../../cmd/agentk/config/index.ts";
 import { DEFAULT_GITALY_RATE_LIMITS } from "../../cmd/kas/repositories/rate-limits.ts";
 import { parseDuration } from "../../tool/config/values.ts";
+import { makeConfigRepos } from "../lib/agent-repos.ts";
 import { benchArgs } from "../lib/args.ts";
-import { benchGit, benchGitEnv } from "../lib/git.ts";
 import { markdownTable, percentile, round } from "../lib/stats.ts";
 import { type Measurement, measure } from "../scale/measure.ts";
 import { measurePush, type PushPath } from "./push.ts";
@@ -278,36 +278,3 @@ if (parts.has(3)) {
 if (args.json) process.stdout.write(`${JSON.stringify(json)}\n`);
 else console.log(out.join("\n"));
 process.exit(0);
-
-/** `n` bare repositories; agent i (bench-<i+1>, as bench/scale names them) has its file in repository i % n. */
-function makeConfigRepos(dir: string, n: number, agents: number): string[] {
-  const env = benchGitEnv(dir);
-  const git = benchGit(dir);
-  const paths: string[] = [];
-  mkdirSync(join(dir, "repos"));
-  mkdirSync(join(dir, "files"));
-  for (let r = 0; r < n; r++) {
-    const repo = join(dir, "repos", `config-${r}.git`);
-    execFileSync("git", ["init", "-q", "--bare", "-b", "main", repo], { env });
-    // One file per agent, hashed by one git process per repository.
-    const files: string[] = [];
-    const names: string[] = [];
-    for (let i = r; i < agents; i += n) {
-      const file = join(dir, "files", `bench-${i + 1}.yaml`);
-      writeFileSync(
-        file,
-        `observability:\n  logging:\n    level: info\nci_access:\n  groups:\n    - id: bench/agent-${i + 1}\n`,
-      );
-      files.push(file);
-      names.push(`.gitlab/agents/bench-${i + 1}/config.yaml`);
-    }
-    const blobs = git(repo, ["hash-object", "-w", "--stdin-paths"], `${files.join("\n")}\n`).split("\n");
-    const lines = names.map((name, k) => `100644 ${blobs[k]}\t${name}\0`);
-    const index = { GIT_INDEX_FILE: join(dir, `index-${r}`) };
-    git(repo, ["update-index", "-z", "--index-info"], lines.join(""), index);
-    const tree = git(repo, ["write-tree"], "", index);
-    git(repo, ["update-ref", "refs/heads/main", git(repo, ["commit-tree", "-m", "agents", tree])]);
-    paths.push(repo);
-  }
-  return paths;
-}

@@ -1,20 +1,17 @@
 // The load process: holds one idle tunnel per agent token to kas's agent listener, as agentk would
-// (one WebSocket, a yamux session over it, keepalive as the plan says), and nothing else.
-// Prints an AgentsReport line once all are up; closes every tunnel and exits on SIGTERM or when
-// stdin ends (the runner went away).
+// (one WebSocket, a yamux session over it, keepalive as the plan says) and, when the plan names
+// modules, what those modules of agentk say over it (agent-modules.ts).
+// Prints an AgentsReport line once all are up; leaves cleanly (GoAway, then close) and exits on
+// SIGTERM or when stdin ends (the runner went away). SIGKILL is the runner's way to cut them.
 import { readFileSync } from "node:fs";
-import * as grpc from "@grpc/grpc-js";
-import { createTunnelChannel, dial, Kind, openWithHeader, TunnelSession } from "../../lib/tunnel/index.ts";
-import {
-  AgentConfigurationServiceClient,
-  type GetConfigurationResponse,
-} from "../../proto/gen/agent_configuration/v1/agent_configuration.ts";
+import { dial, TunnelSession } from "../../lib/tunnel/index.ts";
+import { type AgentModules, type ModuleName, startAgentModules } from "./agent-modules.ts";
 import type { AgentsPlan, AgentsReport } from "./protocol.ts";
 
 const plan = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as AgentsPlan;
 const ATTEMPTS = 5;
 const sessions: TunnelSession[] = [];
-const calls: Array<{ cancel(): void }> = [];
+const agentModules: AgentModules[] = [];
 let stopping = false;
 let failed = 0;
 let firstError: string | undefined;
@@ -48,51 +45,40 @@ const report: AgentsReport = {
   ...(firstError && { error: firstError }),
   seconds: (performance.now() - started) / 1000,
 };
-if (plan.configurationStreamsTimeoutMs !== undefined && failed === 0) {
-  Object.assign(report, await openConfigurationStreams(sessions, plan.configurationStreamsTimeoutMs));
+if (plan.modules && plan.modules.length > 0 && failed === 0) {
+  Object.assign(report, await startModules(sessions, plan.modules, plan.modulesTimeoutMs ?? 300_000));
 }
 process.stdout.write(`${JSON.stringify(report)}\n`);
 
 /**
- * As agentk's agent_configuration module does, per tunnel: a grpc-js channel whose HTTP/2
- * connection runs over a `grpc` stream (cmd/agentk/agent.ts uses tunnelClientChannel on its
- * reconnecting client; here the tunnel is one fixed session), and one GetConfiguration stream kept
- * open on it. Resolves once every agent got its first configuration, or at the deadline.
+ * Every agent's modules (agent-modules.ts), as agentk starts them once its tunnel is up. Resolves
+ * once every agent's modules had their first exchange with kas, or at the deadline.
  */
-async function openConfigurationStreams(
+async function startModules(
   all: TunnelSession[],
+  modules: ModuleName[],
   timeoutMs: number,
 ): Promise<Pick<AgentsReport, "configured" | "configuredSeconds" | "configurationError">> {
   const t0 = performance.now();
   let configured = 0;
   let error: string | undefined;
-  let done!: () => void;
-  const allIn = new Promise<void>((resolve) => {
-    done = resolve;
-  });
-  for (const session of all) {
-    const channel = createTunnelChannel(
-      (signal) =>
-        openWithHeader(() => session.open(), { kind: Kind.KIND_GRPC }, { signal, timeoutMs: 60_000 }),
-      { label: "kas" },
+  const each = all.map((session) => {
+    const m = startAgentModules(session, modules);
+    agentModules.push(m);
+    return m.ready.then(
+      () => void configured++,
+      (err: Error) => {
+        if (!stopping) error ??= err.message;
+      },
     );
-    const client = new AgentConfigurationServiceClient("kas", grpc.credentials.createInsecure(), {
-      channelOverride: channel,
-    });
-    const call = client.getConfiguration({ commitId: "" }, new grpc.Metadata({ waitForReady: true }));
-    let first = true;
-    call.on("data", (_m: GetConfigurationResponse) => {
-      if (!first) return;
-      first = false;
-      if (++configured === all.length) done();
-    });
-    call.on("error", (err: grpc.ServiceError) => {
-      if (!stopping) error ??= `${err.code} ${err.details}`;
-    });
-    calls.push(call);
-  }
-  const timer = setTimeout(done, timeoutMs);
-  await allIn;
+  });
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    Promise.all(each),
+    new Promise((r) => {
+      timer = setTimeout(r, timeoutMs);
+    }),
+  ]);
   clearTimeout(timer);
   return {
     configured,
@@ -104,7 +90,7 @@ async function openConfigurationStreams(
 function stop(): void {
   if (stopping) return;
   stopping = true;
-  for (const call of calls) call.cancel();
+  for (const m of agentModules) m.close();
   const open = sessions.filter((s) => !s.closed);
   let left = open.length;
   if (left === 0) process.exit(0);
@@ -112,7 +98,8 @@ function stop(): void {
     s.once("close", () => {
       if (--left === 0) process.exit(0);
     });
-    s.destroy();
+    // A clean leave, as agentk's shutdown: GoAway, the streams in flight end, then close.
+    void s.close(3_000);
   }
   setTimeout(() => process.exit(0), 5_000).unref(); // deadline: whatever did not close in time is cut
 }

@@ -1,4 +1,10 @@
 // npm run bench:scale [-- --json] [-- --agents 1000,5000 --settle 5 --idle-settle 60 --window S --agent-keepalive MS]
+//   [-- --modules all|none|configuration,tracker,views,gitops] [-- --rounds R]
+// --modules: each agent also speaks what agentk's modules speak (agent-modules.ts); one run per
+// module added in turn (tunnels only, + configuration, + tracker, ...), kas's heap after a forced
+// full collection with each: the per-module breakdown (modules-mode.ts).
+// --rounds R: memory that comes back (rounds.ts): R rounds of N agents connecting and leaving (half
+// cleanly, half cut) on one kas, its heap after a forced full collection after each.
 // The agents ping as agentk does (--keepalive-interval's default, 55 s), and the CPU window defaults
 // to one such period, so that every tunnel's pings fall in it exactly once.
 // kas's footprint with many idle agents: for each N, a fresh kas (the build, dist/cmd/kas/main.js, single replica,
@@ -14,9 +20,12 @@ import { AGENTK_KEEPALIVE_DEFAULT } from "../../cmd/agentk/config/index.ts";
 import { parseDuration } from "../../tool/config/values.ts";
 import { benchArgs } from "../lib/args.ts";
 import { markdownTable, round } from "../lib/stats.ts";
+import { parseModules } from "./agent-modules.ts";
 import { selfTime } from "./cpu-summary.ts";
 import { growthPerAgent } from "./heap-summary.ts";
 import { type Measurement, type MemoryProbe, measure, type Profile } from "./measure.ts";
+import { modulesMode } from "./modules-mode.ts";
+import { roundsMode } from "./rounds-mode.ts";
 
 const AGENTK_KEEPALIVE_MS = parseDuration(AGENTK_KEEPALIVE_DEFAULT);
 const { args, log } = benchArgs({
@@ -31,12 +40,18 @@ const { args, log } = benchArgs({
   concurrency: "64",
   // The agents' keepalive interval in ms (0: off); default agentk's.
   "agent-keepalive": String(AGENTK_KEEPALIVE_MS),
+  modules: "none",
+  rounds: "0",
 });
+const MODULES = parseModules(args.modules);
+const ROUNDS = Number(args.rounds);
+if (!Number.isInteger(ROUNDS) || ROUNDS < 0)
+  throw new Error(`--rounds: expected a count, got ${args.rounds}`);
 const COUNTS = args.agents.split(",").map(Number);
 const TARGET_KIB = 16; // the performance issue: 20,000 agents at <= 16 KiB each, < 2 % of a core
 const TARGET_CPU_PCT = 2;
 const profile = process.env.BENCH_SCALE_PROFILE;
-const PROFILES = ["memory", "snapshot", "cpu", "perf"] as const;
+const PROFILES = ["memory", "heap", "snapshot", "cpu", "perf"] as const;
 if (profile !== undefined && !(PROFILES as readonly string[]).includes(profile)) {
   throw new Error(
     `BENCH_SCALE_PROFILE must be one of ${PROFILES.join(", ")}, got ${JSON.stringify(profile)}`,
@@ -66,6 +81,36 @@ execFileSync(
   },
 );
 const kasEntry = join(ROOT, "dist/cmd/kas/main.js");
+const common = {
+  kasEntry,
+  settleMs: Number(args.settle) * 1000,
+  idleSettleMs: Number(args["idle-settle"]) * 1000,
+  windowMs: Number(args.window) * 1000,
+  concurrency: Number(args.concurrency),
+  agentKeepAliveMs: Number(args["agent-keepalive"]),
+  log,
+};
+if (ROUNDS > 0) {
+  await roundsMode({
+    ...common,
+    counts: COUNTS,
+    rounds: ROUNDS,
+    modules: MODULES,
+    json: args.json,
+    snapshots: profile === "snapshot",
+  });
+  process.exit(0);
+}
+if (MODULES.length > 0) {
+  await modulesMode({
+    ...common,
+    counts: COUNTS,
+    modules: MODULES,
+    profile: profile as Profile | undefined,
+    json: args.json,
+  });
+  process.exit(0);
+}
 
 const results: Measurement[] = [];
 for (const agents of COUNTS) {

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { setTimeout as sleep } from "node:timers/promises";
 import { portsEnv, spawnKas } from "../../test/kas/support/kas-process.ts";
+import type { ModuleName } from "./agent-modules.ts";
 import { cpuSeconds, openFds, rssKiB, smapsRollupKiB, threadCpuSeconds } from "./proc.ts";
 import type { AgentsPlan, AgentsReport } from "./protocol.ts";
 
@@ -30,7 +31,11 @@ export interface MeasureOptions {
   concurrency: number;
   /** The agents' keepalive interval (0: off). */
   agentKeepAliveMs: number;
-  /** "memory": process.memoryUsage() from inside kas; "snapshot": heap snapshots as well; "cpu": a CPU profile of the idle window. */
+  /**
+   * "memory": process.memoryUsage() from inside kas; "heap": the same after a forced full
+   * collection (retained memory only); "snapshot": heap snapshots as well; "cpu": a CPU profile of
+   * the idle window.
+   */
   profile?: Profile | undefined;
   log: (line: string) => void;
   /** Extra fields of agent i's static token entry (e.g. `repository`, its configuration project). */
@@ -39,6 +44,9 @@ export interface MeasureOptions {
   kasEnv?: Record<string, string>;
   /** Each agent also holds a GetConfiguration stream (bench:config); the load process waits this long for them. */
   configurationStreamsTimeoutMs?: number;
+  /** Each agent also runs these modules (agent-modules.ts); the load process waits `modulesTimeoutMs` for them. */
+  modules?: ModuleName[];
+  modulesTimeoutMs?: number;
   /** CPU window before any agent connects. Default: windowMs. */
   baselineWindowMs?: number;
 }
@@ -78,7 +86,7 @@ export interface ThreadCpu {
   systemPct: number;
 }
 
-export type Profile = "memory" | "snapshot" | "cpu" | "perf";
+export type Profile = "memory" | "heap" | "snapshot" | "cpu" | "perf";
 
 export interface MemoryProbe {
   usage: NodeJS.MemoryUsage;
@@ -102,7 +110,7 @@ export async function measure(o: MeasureOptions): Promise<Measurement> {
     const baselineCpuPct = await cpuPct(pid, o.baselineWindowMs ?? o.windowMs);
     const rssBaselineKiB = rssKiB(pid);
     const anonBaseline = smapsRollupKiB(pid).Anonymous ?? 0;
-    const memory = o.profile === "memory" || o.profile === "snapshot";
+    const memory = o.profile === "memory" || o.profile === "heap" || o.profile === "snapshot";
     const probes: MemoryProbe[] = [];
     if (memory) probes.push(await probeMemory(pid, dir, 0));
 
@@ -121,7 +129,7 @@ export async function measure(o: MeasureOptions): Promise<Measurement> {
     const { idleCpuPct, threads } = await idleWindow(o, pid, dir);
     // Still all there after the window (none dropped by keepalive).
     await waitForGauge(metrics, "kas_connected_agents", o.agents, 5_000);
-    if (o.configurationStreamsTimeoutMs !== undefined) {
+    if (agentModules(o).includes("configuration")) {
       await waitForGauge(metrics, "kas_agent_configuration_streams", o.agents, 5_000);
     }
     if (memory) probes.push(await probeMemory(pid, dir, 1));
@@ -157,8 +165,18 @@ export async function measure(o: MeasureOptions): Promise<Measurement> {
   }
 }
 
+/** The modules each agent runs: bench:config's configuration stream, or those asked for. */
+function agentModules(o: MeasureOptions): ModuleName[] {
+  return o.modules ?? (o.configurationStreamsTimeoutMs !== undefined ? ["configuration"] : []);
+}
+
+/** How long the load process waits for every agent's modules' first exchange. */
+function modulesTimeoutMs(o: MeasureOptions): number {
+  return o.modulesTimeoutMs ?? o.configurationStreamsTimeoutMs ?? 300_000;
+}
+
 /** The agents' tokens (each tunnel a distinct agent, in a static tokens file) and kas's environment. */
-async function kasSetup(
+export async function kasSetup(
   o: MeasureOptions,
   dir: string,
 ): Promise<{ tokens: string[]; env: Record<string, string> }> {
@@ -181,7 +199,7 @@ async function kasSetup(
   if (o.profile === "perf") {
     env.NODE_OPTIONS = "--perf-basic-prof"; // /tmp/perf-<pid>.map names JIT code for perf
   } else if (o.profile) {
-    env.NODE_OPTIONS = `--import ${PROBE}`;
+    env.NODE_OPTIONS = `${o.profile === "heap" ? "--expose-gc " : ""}--import ${PROBE}`;
     env.BENCH_SCALE_PROBE_DIR = dir;
     env.BENCH_SCALE_PROFILE = o.profile;
   }
@@ -189,39 +207,44 @@ async function kasSetup(
 }
 
 /** The load process, which connects every agent to kas and holds their tunnels. */
-function spawnLoad(o: MeasureOptions, dir: string, url: string, tokens: string[]): ReturnType<typeof spawn> {
+export function spawnLoad(
+  o: MeasureOptions,
+  dir: string,
+  url: string,
+  tokens: string[],
+  planFile = "plan.json",
+): ReturnType<typeof spawn> {
   const plan: AgentsPlan = {
     url,
     tokens,
     concurrency: o.concurrency,
     keepAliveIntervalMs: o.agentKeepAliveMs,
-    ...(o.configurationStreamsTimeoutMs !== undefined && {
-      configurationStreamsTimeoutMs: o.configurationStreamsTimeoutMs,
-    }),
+    modules: agentModules(o),
+    modulesTimeoutMs: modulesTimeoutMs(o),
   };
-  writeFileSync(join(dir, "plan.json"), JSON.stringify(plan));
-  return spawn(process.execPath, ["--import", "tsx", AGENTS_MAIN, join(dir, "plan.json")], {
+  writeFileSync(join(dir, planFile), JSON.stringify(plan));
+  return spawn(process.execPath, ["--import", "tsx", AGENTS_MAIN, join(dir, planFile)], {
     stdio: ["pipe", "pipe", "inherit"],
   });
 }
 
 /** The load process's report once every agent connected (and got its configuration); throws if any did not. */
-async function loadReport(o: MeasureOptions, load: ReturnType<typeof spawn>): Promise<AgentsReport> {
+export async function loadReport(o: MeasureOptions, load: ReturnType<typeof spawn>): Promise<AgentsReport> {
   const report = await deadline(
     once(createInterface({ input: load.stdout! }), "line").then(([l]) => JSON.parse(l) as AgentsReport),
     // Connecting takes longer on a loaded machine: a minute plus 20 ms per agent (19,500: 7.5 min).
-    60_000 + 20 * o.agents + (o.configurationStreamsTimeoutMs ?? 0),
+    60_000 + 20 * o.agents + (agentModules(o).length > 0 ? modulesTimeoutMs(o) : 0),
     "the load process did not report",
   );
   if (report.failed > 0) throw new Error(`${report.failed} of ${o.agents} tunnels failed: ${report.error}`);
   o.log(`  ${report.connected} tunnels up in ${report.seconds.toFixed(1)} s`);
   if (report.configured !== undefined) {
     o.log(
-      `  ${report.configured} configuration streams with their first configuration in ${report.configuredSeconds!.toFixed(1)} s` +
+      `  ${report.configured} agents with their modules' first exchange (${agentModules(o).join(", ")}) in ${report.configuredSeconds!.toFixed(1)} s` +
         (report.configurationError ? `; first error: ${report.configurationError}` : ""),
     );
     if (report.configured < o.agents) {
-      throw new Error(`only ${report.configured} of ${o.agents} agents got a configuration`);
+      throw new Error(`only ${report.configured} of ${o.agents} agents got their modules up`);
     }
   }
   return report;
@@ -263,7 +286,7 @@ function profileFiles(
   dir: string,
   probes: MemoryProbe[],
 ): NonNullable<Measurement["profile"]> {
-  const memory = profile === "memory" || profile === "snapshot";
+  const memory = profile === "memory" || profile === "heap" || profile === "snapshot";
   return {
     ...(memory && { memory: probes as [MemoryProbe, MemoryProbe] }),
     ...(profile === "cpu" && { cpu: join(dir, "cpu-1.cpuprofile") }),
@@ -298,12 +321,17 @@ async function probe(pid: number, dir: string, seq: number): Promise<void> {
   }
 }
 
-async function probeMemory(pid: number, dir: string, seq: number): Promise<MemoryProbe> {
+export async function probeMemory(pid: number, dir: string, seq: number): Promise<MemoryProbe> {
   await probe(pid, dir, seq);
   return JSON.parse(readFileSync(join(dir, `memory-${seq}.json`), "utf8")) as MemoryProbe;
 }
 
-async function waitForGauge(url: string, name: string, want: number, timeoutMs: number): Promise<void> {
+export async function waitForGauge(
+  url: string,
+  name: string,
+  want: number,
+  timeoutMs: number,
+): Promise<void> {
   const until = Date.now() + timeoutMs;
   let seen = "nothing";
   for (;;) {
@@ -316,7 +344,7 @@ async function waitForGauge(url: string, name: string, want: number, timeoutMs: 
   }
 }
 
-function deadline<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
+export function deadline<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([
     p,

@@ -2,6 +2,7 @@
 // hook for the bench. Plain JavaScript: kas runs from the build, without a TypeScript loader. Each SIGUSR2 does one step and then writes done-<seq> to BENCH_SCALE_PROBE_DIR:
 //   memory | snapshot: memory-<seq>.json (process.memoryUsage(), V8 heap spaces), and with
 //                      "snapshot" heap-<seq>.heapsnapshot too
+//   heap:              the same after forced full collections (kas started with --expose-gc)
 //   cpu:               odd signals start the CPU profiler, even ones write cpu-<seq>.cpuprofile
 import { writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
@@ -29,6 +30,12 @@ async function step(n) {
       inspector = undefined;
     }
     return;
+  }
+  if (mode === "heap") {
+    // Twice: the first collection's finalizers (WeakRefs, FinalizationRegistry) free more.
+    globalThis.gc();
+    await new Promise((r) => setImmediate(r));
+    globalThis.gc();
   }
   if (mode === "snapshot") v8.writeHeapSnapshot(join(dir, `heap-${n}.heapsnapshot`));
   const memory = { usage: process.memoryUsage(), spaces: v8.getHeapSpaceStatistics() };

@@ -1,4 +1,5 @@
 // What the load process (agents.ts) and the runner (main.ts) tell each other, one JSON line each way.
+import type { ModuleName } from "./agent-modules.ts";
 
 /** argv[2] of agents.ts. */
 export interface AgentsPlan {
@@ -11,11 +12,12 @@ export interface AgentsPlan {
   /** yamux keepalive interval of each agent's tunnel (agentk's default unless told otherwise); 0: off. */
   keepAliveIntervalMs: number;
   /**
-   * Each agent also opens, as agentk does, a grpc-js channel over a `grpc` stream on its tunnel and
-   * a GetConfiguration stream on it (bench:config). The report then waits for every agent's first
-   * configuration, up to this many ms. Absent: tunnels only.
+   * Each agent also opens, as agentk does, a grpc-js channel over `grpc` streams of its tunnel and
+   * on it the calls of these modules (agent-modules.ts). Absent or empty: tunnels only.
    */
-  configurationStreamsTimeoutMs?: number;
+  modules?: ModuleName[];
+  /** How long the report waits for every agent's modules' first exchange with kas. */
+  modulesTimeoutMs?: number;
 }
 
 /** The load process's stdout line once every tunnel is up (or given up on). */
@@ -25,9 +27,9 @@ export interface AgentsReport {
   /** First dial error, for the runner's message. */
   error?: string;
   seconds: number;
-  /** With configuration streams: agents whose first configuration arrived, and the seconds it took for all. */
+  /** With modules: agents whose modules all had their first exchange (e.g. a configuration), and the seconds it took for all. */
   configured?: number;
   configuredSeconds?: number;
-  /** First GetConfiguration error, if any. */
+  /** First module call error, if any. */
   configurationError?: string;
 }

@@ -16,7 +16,9 @@ export interface AgentRpcServer extends AgentRpc {
 
 /** `drainGraceMs`: how long calls on a draining tunnel may run on (below the tunnel's own grace). */
 export function createAgentRpcServer(drainGraceMs: number): AgentRpcServer {
-  const server = new grpc.Server();
+  // No channelz: kas serves no channelz service, and its bookkeeping (a registered socket and call
+  // tracker per connection) is paid per agent.
+  const server = new grpc.Server({ "grpc.enable_channelz": 0 });
   const streams = createGrpcStreamServer<AgentSession>(server);
   return {
     server,

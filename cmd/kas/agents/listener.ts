@@ -2,7 +2,6 @@ import { readFile } from "node:fs/promises";
 import type { Router } from "../../../lib/router/index.ts";
 import {
   type Authenticate,
-  jittered,
   type RejectedHandshake,
   type StreamDispatcher,
   serveTunnels,
@@ -13,6 +12,7 @@ import type { AgentIdentity, AgentSession } from "../../../modules/runtime/index
 import type { ListenConfig } from "../../../tool/config/values.ts";
 import { type LimitCounter, limitReporter } from "../../../tool/http/serve/index.ts";
 import type { TokenRecheck } from "../auth/index.ts";
+import { connectionAgeDelayMs } from "./connection-age.ts";
 import { closeOnRevocation } from "./revocation.ts";
 
 export type { AgentSession } from "../../../modules/runtime/index.ts";
@@ -88,10 +88,11 @@ export async function serveAgents(options: AgentListenerOptions): Promise<AgentL
       if (dispatcher) session.on("stream", (stream) => void dispatcher.handle(stream, session));
       if (options.maxConnectionAgeMs !== undefined) {
         // +-10 %: the tunnels of agents that connected together (say, after a kas restart) are
-        // drained, and come back, spread out rather than all at the same moment.
+        // drained, and come back, spread out rather than all at the same moment; on a grid of
+        // durations, so that the timers of agents gone leave no timer list each behind.
         const timer = setTimeout(
           () => void session.close(options.ageDrainGraceMs ?? 30_000),
-          Math.round(jittered(options.maxConnectionAgeMs, 0.1)),
+          connectionAgeDelayMs(options.maxConnectionAgeMs),
         );
         timer.unref();
         session.on("close", () => clearTimeout(timer));

@@ -16,7 +16,14 @@
  *     `createSubchannel` copies them, dropping only keys starting with
  *     `grpc.internal.no_subchannel`), so a function-valued channel option reaches it by identity.
  * The wrapper below replaces `Http2SubchannelConnector.prototype.tcpConnect` once, process-wide.
+ *
+ * On the server side, {@link injectorServer} relies on:
+ *  4. `Server.createConnectionInjector(credentials)` creates one `node:http2` server and records it
+ *     as a key of the server's private Map `http2Servers` before returning, and its
+ *     `injectConnection(stream)` is `http2Server.emit("connection", stream)`, so the server's
+ *     "session" event for that stream fires synchronously inside it.
  */
+import type { Http2Server } from "node:http2";
 import { createRequire } from "node:module";
 import type { Duplex } from "node:stream";
 
@@ -100,4 +107,25 @@ export function installStreamConnector(): void {
 /** True when the hook is in place (for tests that must fail loudly if it is not). */
 export function streamConnectorInstalled(): boolean {
   return Boolean((connectorPrototype().tcpConnect as { [PATCHED]?: boolean })[PATCHED]);
+}
+
+/**
+ * `server.createConnectionInjector(credentials)` and the `node:http2` server behind it (grpc-js
+ * does not expose it): its "session" event says which HTTP/2 session each injected stream got.
+ */
+export function injectorServer(
+  server: object,
+  credentials: unknown,
+): { injector: { injectConnection(s: Duplex): void; destroy(): void }; http2Server: Http2Server } {
+  const servers = (server as { http2Servers?: unknown }).http2Servers;
+  if (!(servers instanceof Map)) throw internalsMoved("Server has no Map http2Servers");
+  const before = new Set(servers.keys());
+  const injector = (
+    server as { createConnectionInjector(c: unknown): { injectConnection(s: Duplex): void; destroy(): void } }
+  ).createConnectionInjector(credentials);
+  const created = [...servers.keys()].filter((k) => !before.has(k));
+  if (created.length !== 1 || typeof (created[0] as { emit?: unknown }).emit !== "function") {
+    throw internalsMoved("createConnectionInjector no longer records its http2 server in http2Servers");
+  }
+  return { injector, http2Server: created[0] as Http2Server };
 }

@@ -1,6 +1,8 @@
+import type { Http2Session } from "node:http2";
 import type { Duplex } from "node:stream";
 import * as grpc from "@grpc/grpc-js";
 import { DEFAULT_GRACE_MS } from "../session/grace.ts";
+import { injectorServer } from "./grpc-js-internals.ts";
 
 export interface GrpcStreamServerOptions {
   /** Default insecure: the tunnel under the stream is already authenticated and encrypted. */
@@ -35,19 +37,29 @@ const BACKSTOP_MS = 1_000;
 /** What a call cut short by a drain reports; the client's cue to call again (on a new connection). */
 export const DRAINED_DETAILS = "the connection is draining: call again";
 
-interface Served {
+interface Served<P> {
   stream: Duplex;
-  injector: grpc.ConnectionInjector;
+  peer: P | undefined;
+  /** The HTTP/2 session the shared http2 server made for this stream. */
+  session: Http2Session | undefined;
+  /** With TLS credentials: this stream's own injector (see `inject`). */
+  injector: grpc.ConnectionInjector | undefined;
   /** Calls on this connection that have not ended yet. */
   running: Set<grpc.ServerInterceptingCall>;
   draining: Promise<void> | undefined;
 }
 
-async function drainServed({ stream, injector, running }: Served, graceMs: number): Promise<void> {
+async function drainServed<P>(
+  { stream, session, injector, running }: Served<P>,
+  graceMs: number,
+): Promise<void> {
   if (stream.closed) return;
   const closed = new Promise<void>((resolve) => stream.once("close", () => resolve()));
-  // GOAWAY now; grpc-js' own cut (RST_STREAM CANCEL, read as CANCELLED) only as a backstop.
-  injector.drain(graceMs + BACKSTOP_MS);
+  // GOAWAY now (as grpc-js' injector drain does); a cut (RST_STREAM CANCEL, read as CANCELLED)
+  // only as a backstop.
+  if (injector) injector.drain(graceMs + BACKSTOP_MS);
+  else if (session && !session.closed && !session.destroyed) session.close();
+  const cancel = setTimeout(() => session?.destroy(), graceMs + BACKSTOP_MS);
   const endCalls = setTimeout(() => {
     for (const call of [...running]) {
       call.sendStatus({ code: grpc.status.UNAVAILABLE, details: DRAINED_DETAILS, metadata: null });
@@ -58,19 +70,23 @@ async function drainServed({ stream, injector, running }: Served, graceMs: numbe
   const cut = setTimeout(() => stream.destroy(), graceMs + BACKSTOP_MS);
   await closed;
   clearTimeout(endCalls);
+  clearTimeout(cancel);
   clearTimeout(cut);
 }
 
 /**
  * Serves a grpc-js Server on accepted Duplex streams (no listening socket), one HTTP/2
- * connection per stream.
+ * connection per stream, every connection on one shared `node:http2` server (one connection
+ * injector): a server per stream cost tens of KiB per agent.
  *
- * Which peer a call came over: each stream gets its own connection injector whose credentials
- * carry an interceptor that tags the call's incoming Metadata object with the stream's peer.
- * Handlers see that same Metadata object as `call.metadata`, so `peerOf(call)` needs no
- * addresses (streams have none) and cannot be forged by anything the remote sends. A server
- * interceptor that replaces (rather than passes on) the Metadata object hides the peer. The
- * same interceptor keeps the stream's running calls, so a drain can end them with a status.
+ * Which peer a call came over: each stream gets a name of its own as its `remoteAddress` (streams
+ * have no address; a socket keeps its own), which grpc-js reports as the call's peer; the shared
+ * injector's credentials carry an interceptor that finds the stream by that name and tags the
+ * call's incoming Metadata object with the stream's peer. Handlers see that same Metadata object
+ * as `call.metadata`, so `peerOf(call)` cannot be forged by anything the remote sends. A server
+ * interceptor that replaces (rather than passes on) the Metadata object hides the peer. The same
+ * interceptor keeps the stream's running calls, so a drain can end them with a status. With TLS
+ * credentials each stream gets an http2 server of its own (its session comes after the handshake).
  */
 export function createGrpcStreamServer<P = unknown>(
   server: grpc.Server,
@@ -78,31 +94,70 @@ export function createGrpcStreamServer<P = unknown>(
 ): GrpcStreamServer<P> {
   const credentials = opts.credentials ?? grpc.ServerCredentials.createInsecure();
   const peers = new WeakMap<grpc.Metadata, P | undefined>();
-  const served = new Map<Duplex, Served>();
+  const served = new Map<Duplex, Served<P>>();
+  /** By the name grpc-js reports as a call's peer. */
+  const byName = new Map<string, Served<P>>();
+  let nextId = 0;
   let closing: Promise<void> | undefined;
+  let shared: ReturnType<typeof injectorServer> | undefined;
+  /** Set by the shared http2 server's "session" event, inside injectConnection. */
+  let justMade: Http2Session | undefined;
+  /** The name the session being made gets as its peer's address, if the stream has none. */
+  let naming: string | undefined;
 
-  /** Tags each call with `peer` and keeps it in `running` until its status is sent or it is cancelled. */
+  /** Tags each call with its stream's peer and keeps it in `running` until its status is sent or it is cancelled. */
   const interceptorFor =
-    (peer: P | undefined, running: Set<grpc.ServerInterceptingCall>): grpc.ServerInterceptor =>
+    (find: (next: grpc.ServerInterceptingCallInterface) => Served<P> | undefined): grpc.ServerInterceptor =>
     (_method, next) => {
+      const entry = find(next);
       const call: grpc.ServerInterceptingCall = new grpc.ServerInterceptingCall(next, {
         start: (proceed) => {
-          running.add(call);
+          entry?.running.add(call);
           proceed({
             onReceiveMetadata: (metadata, nextMetadata) => {
-              peers.set(metadata, peer);
+              peers.set(metadata, entry?.peer);
               nextMetadata(metadata);
             },
-            onCancel: () => running.delete(call),
+            onCancel: () => entry?.running.delete(call),
           });
         },
         sendStatus: (status, nextStatus) => {
-          running.delete(call);
+          entry?.running.delete(call);
           nextStatus(status);
         },
       });
       return call;
     };
+
+  function sharedInjector(): ReturnType<typeof injectorServer> {
+    if (shared) return shared;
+    shared = injectorServer(
+      server,
+      grpc.experimental.createServerCredentialsWithInterceptors(credentials, [
+        interceptorFor((next) => byName.get(next.getPeer())),
+      ]),
+    );
+    shared.http2Server.on("session", (session: Http2Session) => {
+      justMade = session;
+      // node:http2 wraps a stream that is not a socket in a socket of its own, whose address
+      // (net.Socket's remoteAddress) is read from `_peername` when its handle has none.
+      if (naming !== undefined)
+        (session.socket as unknown as { _peername: object })._peername = { address: naming };
+    });
+    return shared;
+  }
+
+  /**
+   * The name grpc-js will report as the peer of calls on `stream` (its getPeer()): a socket's own
+   * address, else a name of its own, given to the session's socket as it is made.
+   */
+  function nameOf(stream: Duplex): { name: string; given: boolean } {
+    const s = stream as Duplex & { remoteAddress?: string; remotePort?: number };
+    if (s.remoteAddress) {
+      return { name: s.remotePort ? `${s.remoteAddress}:${s.remotePort}` : s.remoteAddress, given: false };
+    }
+    return { name: `grpc-stream-${++nextId}`, given: true };
+  }
 
   function inject(stream: Duplex, peer?: P): void {
     // Errors (a peer reset) end the HTTP/2 session, which fails its calls; nothing else to do.
@@ -111,16 +166,47 @@ export function createGrpcStreamServer<P = unknown>(
       stream.destroy();
       return;
     }
-    const running = new Set<grpc.ServerInterceptingCall>();
-    const injector = server.createConnectionInjector(
-      grpc.experimental.createServerCredentialsWithInterceptors(credentials, [interceptorFor(peer, running)]),
-    );
-    served.set(stream, { stream, injector, running, draining: undefined });
+    const entry: Served<P> = {
+      stream,
+      peer,
+      session: undefined,
+      injector: undefined,
+      running: new Set(),
+      draining: undefined,
+    };
+    if (credentials._isSecure()) {
+      // TLS inside the stream: the session comes after the handshake, not inside injectConnection,
+      // so the stream gets an injector (an http2 server) of its own, which knows its peer.
+      entry.injector = server.createConnectionInjector(
+        grpc.experimental.createServerCredentialsWithInterceptors(credentials, [interceptorFor(() => entry)]),
+      );
+      served.set(stream, entry);
+      stream.once("close", () => {
+        served.delete(stream);
+        entry.injector?.destroy();
+      });
+      entry.injector.injectConnection(stream);
+      return;
+    }
+    const { name, given } = nameOf(stream);
+    served.set(stream, entry);
+    byName.set(name, entry);
     stream.once("close", () => {
       served.delete(stream);
-      injector.destroy();
+      if (byName.get(name) === entry) byName.delete(name);
+      // The session ends with its stream; one still open (a half-closed stream) goes now.
+      if (entry.session && !entry.session.destroyed) entry.session.destroy();
     });
-    injector.injectConnection(stream);
+    const { injector } = sharedInjector();
+    justMade = undefined;
+    naming = given ? name : undefined;
+    try {
+      injector.injectConnection(stream);
+    } finally {
+      naming = undefined;
+    }
+    entry.session = justMade;
+    justMade = undefined;
   }
 
   function drain(stream: Duplex, graceMs = DEFAULT_GRACE_MS): Promise<void> {
@@ -138,7 +224,9 @@ export function createGrpcStreamServer<P = unknown>(
       return served.size;
     },
     close(graceMs = DEFAULT_GRACE_MS) {
-      closing ??= Promise.all([...served.keys()].map((s) => drain(s, graceMs))).then(() => {});
+      closing ??= Promise.all([...served.keys()].map((s) => drain(s, graceMs))).then(() => {
+        shared?.injector.destroy();
+      });
       return closing;
     },
   };

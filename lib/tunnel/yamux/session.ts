@@ -214,7 +214,10 @@ export class Session extends EventEmitter<SessionEvents> {
     const conn = this.#conn;
     if (!conn.destroyed) {
       conn.end();
-      setTimeout(() => conn.destroy(), this.#opts.closeTimeoutMs).unref();
+      // The backstop goes once the connection closes: it would hold the connection, and through
+      // its listeners this session and its tunnel, for closeTimeoutMs after every departure.
+      const backstop = setTimeout(() => conn.destroy(), this.#opts.closeTimeoutMs).unref();
+      conn.once("close", () => clearTimeout(backstop));
     }
     this.emit("close", err);
   }

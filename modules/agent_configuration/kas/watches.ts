@@ -154,8 +154,17 @@ export class ConfigurationWatches extends PollWatches<Watch> {
     return () => {
       e.listeners.delete(listener);
       if (e.listeners.size > 0 || e.linger !== undefined) return;
-      e.linger = setTimeout(() => this.#forget(w, agent.agentName, e), this.#o.lingerMs ?? 60_000);
+      this.#linger(w, agent.agentName, e);
     };
+  }
+
+  /**
+   * The entry goes after the linger time unless a stream comes back. The timer's closure is made
+   * here, not in the unsubscribe function: there it would share that scope's `listener`, and with
+   * it hold the departed stream and its whole tunnel for the linger time.
+   */
+  #linger(watch: Watch, agentName: string, entry: AgentEntry): void {
+    entry.linger = setTimeout(() => this.#forget(watch, agentName, entry), this.#o.lingerMs ?? 60_000);
   }
 
   /** A push to `project` polls every watch holding one of its agents. */

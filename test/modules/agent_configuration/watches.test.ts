@@ -1,6 +1,8 @@
 // ConfigurationWatches against real git repositories: one ref lookup per poll per project however
 // many agents it configures, a file read only when the commit moved, first polls spread over the
 // period for agents that already have a configuration, and problems that keep the last good one.
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { Registry } from "prom-client";
 import { afterEach, beforeEach, describe, expect, test, vi } from "vitest";
 import { LocalGitRepositories } from "../../../cmd/kas/repositories/local-git.ts";
@@ -11,6 +13,15 @@ import { type AgentInfo, RepositoryError, type RepositoryReader } from "../../..
 import { createLogger } from "../../../tool/observability/index.ts";
 import { GitRepo } from "../../support/git-repo.ts";
 import { until } from "../../support/until.ts";
+
+/** A full collection (WeakRefs made in an earlier task are cleared by it). */
+async function collectGarbage(): Promise<void> {
+  setFlagsFromString("--expose-gc");
+  const gc = runInNewContext("gc") as () => void;
+  await new Promise((resolve) => setImmediate(resolve));
+  gc();
+  gc();
+}
 
 /** The real local-git reader, counting calls by method. */
 function counting(inner: RepositoryReader) {
@@ -259,6 +270,31 @@ describe("configuration watches", () => {
     expect(again.map((s) => s.commitId)).toEqual([commit]); // known at once, nothing read again
     expect(c.calls).toMatchObject({ resolveRef: 1, readFile: 1 });
     expect(watches.size).toBe(1);
+  });
+
+  test("while an agent's state lingers, its departed stream's listener is not kept", async () => {
+    const commit = await repo.commit({ ".gitlab/agents/a/config.yaml": "{}\n" });
+    watches = new ConfigurationWatches({
+      repositories: new LocalGitRepositories(),
+      pollPeriodMs: 3_600_000,
+      maxFileBytes: 1024,
+      metrics: createConfigurationMetrics(new Registry()),
+      log: createLogger({ level: "silent" }),
+      lingerMs: 60_000,
+    });
+    // The listener stands for the stream (and through it the tunnel) that subscribed.
+    const subscribeAndLeave = async () => {
+      const stream = { states: [] as AgentConfigurationState[] };
+      const stop = watches.subscribe(agent(1, "a", repo), "", (s) => stream.states.push(s));
+      await until(() => stream.states.at(-1)?.commitId === commit, 10_000, "first read");
+      stop();
+      return new WeakRef(stream);
+    };
+    const departed = await subscribeAndLeave();
+    expect(watches.stateOf("1")?.commitId).toBe(commit); // lingering
+    await collectGarbage();
+    expect(departed.deref(), "the linger timer holds the departed stream").toBeUndefined();
+    expect(watches.stateOf("1")?.commitId).toBe(commit);
   });
 
   test("a file that cannot be read is retried with growing delays, and the other agents' files still are read", async () => {

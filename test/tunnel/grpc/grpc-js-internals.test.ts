@@ -3,9 +3,11 @@
  * After a grpc-js upgrade, a failure here names the internal that moved.
  */
 import { createRequire } from "node:module";
+import { Duplex } from "node:stream";
 import * as grpc from "@grpc/grpc-js";
 import { describe, expect, it } from "vitest";
 import {
+  injectorServer,
   installStreamConnector,
   OPEN_STREAM_OPTION,
   streamConnectorInstalled,
@@ -92,5 +94,37 @@ describe("grpc-js internals the tunnel channel relies on", () => {
       client.close();
       server.forceShutdown();
     }
+  });
+
+  it("createConnectionInjector's http2 server is found, and its session for a stream is made inside injectConnection", () => {
+    const server = new grpc.Server();
+    const { injector, http2Server } = injectorServer(server, grpc.ServerCredentials.createInsecure());
+    const sessions: unknown[] = [];
+    http2Server.on("session", (s) => sessions.push(s));
+    const stream = new Duplex({ read() {}, write: (_c, _e, cb) => cb() });
+    injector.injectConnection(stream);
+    expect(
+      sessions,
+      "the shared stream server relies on the session event firing synchronously",
+    ).toHaveLength(1);
+    injector.destroy();
+    stream.destroy();
+    server.forceShutdown();
+  });
+
+  it("the name a session's socket gets as its address is the peer grpc-js reports (node:http2 wraps a plain stream)", () => {
+    const server = new grpc.Server();
+    const { injector, http2Server } = injectorServer(server, grpc.ServerCredentials.createInsecure());
+    let address: unknown;
+    http2Server.on("session", (s) => {
+      (s.socket as unknown as { _peername: object })._peername = { address: "grpc-stream-1" };
+      address = s.socket.remoteAddress;
+    });
+    const stream = new Duplex({ read() {}, write: (_c, _e, cb) => cb() });
+    injector.injectConnection(stream);
+    expect(address).toBe("grpc-stream-1");
+    injector.destroy();
+    stream.destroy();
+    server.forceShutdown();
   });
 });

@@ -1,4 +1,6 @@
 import { once } from "node:events";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { afterEach, describe, expect, test } from "vitest";
 import {
   encodeDataFrame,
@@ -252,5 +254,25 @@ describe("keepalive economy", () => {
       "a keepalive ping",
     );
     session.destroy();
+  });
+});
+
+describe("after close", () => {
+  test("a closed session is not held by its close backstop once its connection closed", async () => {
+    const leave = async () => {
+      const pair = await sessionPair({ closeTimeoutMs: 60_000 });
+      const closed = Promise.all(pair.sockets.map((s) => once(s, "close")));
+      pair.server.destroy(); // ends the connection; the backstop would destroy it after 60 s
+      pair.client.destroy();
+      await closed;
+      return new WeakRef(pair.server);
+    };
+    const departed = await leave();
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    await new Promise((resolve) => setImmediate(resolve));
+    gc();
+    gc();
+    expect(departed.deref(), "the close backstop holds the session").toBeUndefined();
   });
 });

@@ -1,0 +1,166 @@
+// What one simulated agent says to kas over its tunnel when its modules are on, as agentk's modules
+// say it (modules/*/agentk): one grpc-js channel over `grpc` streams of the tunnel (agentk's kasRpc)
+// and, on it, the generated clients' calls: agent_configuration's GetConfiguration stream,
+// agent_tracker's ReportAgent, cluster_views' PushViews stream (a snapshot, then idle) and gitops'
+// GetObjectsToSynchronize stream. The agent side is cheap (no informers, no applier); kas sees what
+// it sees from agentk.
+import * as grpc from "@grpc/grpc-js";
+import { createTunnelChannel, Kind, openWithHeader, type TunnelSession } from "../../lib/tunnel/index.ts";
+import type { ClusterViews } from "../../modules/cluster_views/views.ts";
+import { AgentConfigurationServiceClient } from "../../proto/gen/agent_configuration/v1/agent_configuration.ts";
+import { AgentTrackerServiceClient } from "../../proto/gen/agent_tracker/v1/agent_tracker.ts";
+import { ClusterViewsServiceClient } from "../../proto/gen/cluster_views/v1/cluster_views.ts";
+import {
+  type GetObjectsToSynchronizeResponse,
+  GitopsServiceClient,
+} from "../../proto/gen/gitops/v1/gitops.ts";
+
+/** In the order the breakdown adds them. */
+export const MODULES = ["configuration", "tracker", "views", "gitops"] as const;
+export type ModuleName = (typeof MODULES)[number];
+
+/** `--modules`: "" or "none" (tunnels only), "all", or a comma list of MODULES. */
+export function parseModules(text: string): ModuleName[] {
+  if (text === "" || text === "none") return [];
+  if (text === "all") return [...MODULES];
+  const names = text.split(",").map((s) => s.trim());
+  for (const n of names) {
+    if (!(MODULES as readonly string[]).includes(n)) {
+      throw new Error(
+        `--modules: unknown module ${JSON.stringify(n)}; known: ${MODULES.join(", ")}, all, none`,
+      );
+    }
+  }
+  return MODULES.filter((m) => names.includes(m));
+}
+
+/** The GitOps manifest project every agent's entry names (its repository differs by agent group). */
+export const MANIFEST_PROJECT = "bench/manifests";
+
+/** What agentk's pusher sends for a small cluster: 3 nodes, 3 namespaces, 4 rollouts, no warnings. */
+const VIEWS: ClusterViews = {
+  nodes: {
+    total: 3,
+    ready: 3,
+    capacity: { cpuMillis: 12_000, memoryBytes: 48 * 2 ** 30 },
+    allocatable: { cpuMillis: 11_400, memoryBytes: 45 * 2 ** 30 },
+  },
+  pods: {
+    namespaces: Object.fromEntries(
+      ["default", "kube-system", "gitlab-agent"].map((ns, i) => [
+        ns,
+        { phases: { Pending: 0, Running: 4 + i, Succeeded: 0, Failed: 0, Unknown: 0 }, restarts: i },
+      ]),
+    ),
+  },
+  workloads: {
+    rollouts: ["web", "api", "worker", "agentk"].map((name) => ({
+      kind: "Deployment" as const,
+      namespace: "default",
+      name,
+      desired: 2,
+      updated: 2,
+      ready: 2,
+      available: 2,
+      state: "complete" as const,
+    })),
+    total: 4,
+  },
+  warnings: { latest: [] },
+};
+
+export interface AgentModules {
+  /** Resolves once every module's first exchange is done (configuration, report answered, snapshot sent, manifests). */
+  ready: Promise<void>;
+  /** Ends every call and the channel. */
+  close(): void;
+}
+
+/** Starts `modules` for one agent over `session`; errors reject `ready`. */
+export function startAgentModules(session: TunnelSession, modules: readonly ModuleName[]): AgentModules {
+  const channel = createTunnelChannel(
+    (signal) => openWithHeader(() => session.open(), { kind: Kind.KIND_GRPC }, { signal, timeoutMs: 60_000 }),
+    { label: "kas" },
+  );
+  const options = { channelOverride: channel };
+  const insecure = grpc.credentials.createInsecure();
+  const waitForReady = () => new grpc.Metadata({ waitForReady: true });
+  const calls: Array<{ cancel(): void }> = [];
+  const firsts: Array<Promise<void>> = [];
+  const failed = (what: string, reject: (e: Error) => void) => (err: grpc.ServiceError) =>
+    reject(new Error(`${what}: ${err.code} ${err.details}`));
+
+  for (const m of modules) {
+    firsts.push(
+      new Promise<void>((resolve, reject) => {
+        switch (m) {
+          case "configuration": {
+            const call = new AgentConfigurationServiceClient("kas", insecure, options).getConfiguration(
+              { commitId: "" },
+              waitForReady(),
+            );
+            call.once("data", () => resolve());
+            call.on("error", failed(m, reject));
+            calls.push(call);
+            return;
+          }
+          case "tracker": {
+            const client = new AgentTrackerServiceClient("kas", insecure, options);
+            const agentMeta = {
+              version: "0.1.0",
+              commitId: "",
+              podNamespace: "gitlab-agent",
+              podName: "agentk-0",
+              kubernetesVersion: { major: "1", minor: "31", gitVersion: "v1.31.0", platform: "linux/amd64" },
+            };
+            client.reportAgent({ agentMeta }, waitForReady(), { deadline: Date.now() + 60_000 }, (err) =>
+              err ? failed(m, reject)(err) : resolve(),
+            );
+            return;
+          }
+          case "views": {
+            const call = new ClusterViewsServiceClient("kas", insecure, options).pushViews(
+              waitForReady(),
+              (err) => {
+                if (err) failed(m, reject)(err);
+              },
+            );
+            // As the pusher: kas's headers say the stream is up; the snapshot goes then, and the
+            // stream stays open (idle) until something changes.
+            call.once("metadata", () => {
+              call.write({ epoch: "bench", seq: "1", snapshot: true, viewsJson: JSON.stringify(VIEWS) }, () =>
+                resolve(),
+              );
+            });
+            calls.push(call);
+            return;
+          }
+          case "gitops": {
+            const call = new GitopsServiceClient("kas", insecure, options).getObjectsToSynchronize(
+              {
+                projectId: MANIFEST_PROJECT,
+                commitId: "",
+                paths: [{ glob: "manifests/**/*.yaml" }],
+                ref: undefined,
+              },
+              waitForReady(),
+            );
+            call.on("data", (r: GetObjectsToSynchronizeResponse) => {
+              if (r.trailer) resolve();
+            });
+            call.on("error", failed(m, reject));
+            calls.push(call);
+            return;
+          }
+        }
+      }),
+    );
+  }
+  return {
+    ready: Promise.all(firsts).then(() => {}),
+    close() {
+      for (const c of calls) c.cancel();
+      channel.close();
+    },
+  };
+}

@@ -1,0 +1,106 @@
+// bench:scale --modules: kas with N idle agents that run agentk's modules, one fresh kas per module
+// added in turn (tunnels only, + configuration, + tracker, ...), so each module's cost per agent is
+// the difference between two rows. Memory: RSS as the kernel charges it, and kas's heap after a
+// forced full collection (probe.js "heap"; retained objects only, none of the garbage RSS holds).
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { markdownTable, round } from "../lib/stats.ts";
+import type { ModuleName } from "./agent-modules.ts";
+import { kasModulesSetup } from "./kas-modules.ts";
+import { type Measurement, type MeasureOptions, measure, type Profile } from "./measure.ts";
+
+/** The issue's target for agents with every module on. */
+const TARGET_KIB = 64;
+const TARGET_CPU_PCT = 5;
+
+export interface ModulesModeOptions extends Omit<MeasureOptions, "agents" | "modules" | "profile"> {
+  counts: number[];
+  modules: ModuleName[];
+  /** Default "heap"; another profile replaces it (and the heap columns then show its readings). */
+  profile: Profile | undefined;
+  json: boolean;
+}
+
+interface Row {
+  modules: ModuleName[];
+  m: Measurement;
+  /** kas's heap used / external memory growth per agent, KiB, from the probe's two readings. */
+  heapPerAgentKiB: number;
+  externalPerAgentKiB: number;
+}
+
+export async function modulesMode(o: ModulesModeOptions): Promise<void> {
+  const rows: Row[] = [];
+  for (const agents of o.counts) {
+    // Cumulative: [], [configuration], [configuration, tracker], ...
+    for (let k = 0; k <= o.modules.length; k++) {
+      const modules = o.modules.slice(0, k);
+      o.log(`N = ${agents}, modules: ${modules.join(", ") || "none (tunnels only)"}`);
+      const dir = mkdtempSync(join(tmpdir(), "bench-scale-modules-"));
+      try {
+        const setup = kasModulesSetup(dir, agents, modules);
+        const m = await measure({ ...o, ...setup, agents, modules, profile: o.profile ?? "heap" });
+        const [before, after] = m.profile?.memory ?? [];
+        const per = (key: "heapUsed" | "external") =>
+          before && after ? (after.usage[key] - before.usage[key]) / 1024 / agents : Number.NaN;
+        rows.push({ modules, m, heapPerAgentKiB: per("heapUsed"), externalPerAgentKiB: per("external") });
+        o.log(
+          `  RSS per agent ${round(m.rssPerAgentKiB)} KiB, heap after GC per agent ${round(per("heapUsed"))} KiB, ` +
+            `idle CPU ${round(m.idleCpuPct, 2)} %`,
+        );
+        rmSync(m.dir, { recursive: true, force: true });
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
+  }
+  if (o.json) {
+    const json = rows.map((r) => ({
+      agents: r.m.agents,
+      modules: r.modules,
+      rss_per_agent_kib: round(r.m.rssPerAgentKiB),
+      heap_per_agent_kib: round(r.heapPerAgentKiB),
+      external_per_agent_kib: round(r.externalPerAgentKiB),
+      idle_cpu_pct: round(r.m.idleCpuPct, 2),
+    }));
+    process.stdout.write(`${JSON.stringify(json)}\n`);
+    return;
+  }
+  const table = rows.map((r, i) => {
+    const prev = i > 0 && rows[i - 1]!.m.agents === r.m.agents ? rows[i - 1] : undefined;
+    const added = r.modules.at(-1);
+    const delta = (a: number, b: number | undefined) => (b === undefined ? "-" : round(a - b));
+    const full = r.modules.length === o.modules.length;
+    const verdict = full
+      ? `<= ${TARGET_KIB} KiB: ${r.m.rssPerAgentKiB <= TARGET_KIB ? "ok" : "MISSED"}; < ${TARGET_CPU_PCT} %: ${r.m.idleCpuPct < TARGET_CPU_PCT ? "ok" : "MISSED"}`
+      : "";
+    return [
+      r.m.agents,
+      added ? `+ ${added}` : "tunnel only",
+      round(r.m.rssPerAgentKiB),
+      delta(r.m.rssPerAgentKiB, prev?.m.rssPerAgentKiB),
+      round(r.heapPerAgentKiB),
+      delta(r.heapPerAgentKiB, prev?.heapPerAgentKiB),
+      round(r.externalPerAgentKiB),
+      round(r.m.idleCpuPct, 2),
+      verdict,
+    ];
+  });
+  console.log(
+    markdownTable(
+      [
+        "N",
+        "agents run",
+        "RSS per agent KiB",
+        "module's RSS KiB",
+        "heap after GC per agent KiB",
+        "module's heap KiB",
+        "external per agent KiB",
+        "idle CPU % of one core",
+        "target (every module)",
+      ],
+      table,
+    ),
+  );
+}
