@@ -141,4 +141,11 @@ test("a response's headers (an object): hop-by-hop, Connection-listed and unset 
     }),
   ).toEqual({ "content-type": "text/plain", "set-cookie": ["a=1", "b=2"] });
   expect(endToEnd({})).toEqual({});
+  // Unset values leave no key behind; values that name other headers, or an unset Connection, drop nothing.
+  expect(Object.keys(endToEnd({ "x-unset": undefined, accept: "a" }))).toEqual(["accept"]);
+  expect(endToEnd({ "x-a": "x-b", "x-b": "1", connection: undefined, undefined: "v" })).toEqual({
+    "x-a": "x-b",
+    "x-b": "1",
+    undefined: "v",
+  });
 });
