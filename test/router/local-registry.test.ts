@@ -119,4 +119,36 @@ describe("LocalRegistry", () => {
     }
     for (const id of ["0", "1", "2"]) expect(followed.get(id) ?? 0).toBe(reg.tunnels(id).size);
   });
+  it("a draining tunnel is registered but not usable: no 'available', not among agentIds", async () => {
+    const reg = new LocalRegistry();
+    const events: string[] = [];
+    reg.on("available", (id) => events.push(`available ${id}`));
+    const a = await tunnels.next();
+    a.server.goAway();
+    reg.register("3", a.server);
+    expect(reg.registeredAgentIds()).toEqual(["3"]);
+    expect(reg.agentIds()).toEqual([]);
+    expect(reg.usable("3")).toBe(false);
+    expect(events).toEqual([]);
+    const b = await tunnels.next();
+    reg.register("3", b.server);
+    expect(reg.agentIds()).toEqual(["3"]);
+    expect(reg.usable("3")).toBe(true);
+    expect(events).toEqual(["available 3"]);
+  });
+
+  it("unregistering stops watching the tunnel once no agent id is left on it", async () => {
+    const reg = new LocalRegistry();
+    const a = await tunnels.next();
+    const listeners = () => [a.server.listenerCount("close"), a.server.listenerCount("goaway")];
+    const before = listeners();
+    const off4 = reg.register("4", a.server);
+    const off5 = reg.register("5", a.server);
+    expect(listeners()).toEqual([before[0]! + 1, before[1]! + 1]); // one pair, however many ids
+    off4();
+    expect(listeners()).toEqual([before[0]! + 1, before[1]! + 1]);
+    off5();
+    expect(listeners()).toEqual(before);
+    expect(reg.registeredAgentIds()).toEqual([]);
+  });
 });

@@ -56,3 +56,50 @@ test("both sides ending in turn close cleanly, nothing reset", async () => {
   expect(got).toBe("bye");
   expect(reset).toBe(false);
 });
+
+test("a stream already closed when spliced resets the other side at once, and splice settles", async () => {
+  const gone = halfOpen();
+  gone.destroy();
+  await once(gone, "close");
+  const other = halfOpen();
+  await within(splice(gone, other), 2000, "splice of a closed stream to settle");
+  expect(other.destroyed).toBe(true);
+});
+
+test("an error on one side resets the other; nobody else needs to listen for it", async () => {
+  const a = halfOpen();
+  const b = halfOpen();
+  const done = splice(a, b);
+  a.destroy(new Error("peer reset"));
+  await within(done, 2000, "splice to settle after a reset");
+  expect(b.destroyed).toBe(true);
+  expect(b.writableFinished).toBe(false);
+});
+
+test("when one side closes, the other is reset unless the closed one finished both directions", async () => {
+  for (const finishes of [true, false]) {
+    // `a` may never finish writing (a reset raced its FIN); `b` stays open once both its directions ended.
+    const a = new Duplex({
+      allowHalfOpen: true,
+      read() {},
+      write: (_c, _e, cb) => cb(),
+      final: (cb) => {
+        if (finishes) cb();
+      },
+    });
+    const b = new Duplex({ allowHalfOpen: true, autoDestroy: false, read() {}, write: (_c, _e, cb) => cb() });
+    const done = splice(a, b);
+    a.push(null);
+    b.push(null);
+    await Promise.all([once(b, "end"), once(b, "finish")]);
+    expect(a.writableEnded).toBe(true);
+    expect(a.writableFinished).toBe(finishes);
+    // A clean `a` has closed by itself already.
+    const closing = a.closed ? Promise.resolve() : once(a, "close");
+    a.destroy();
+    await closing;
+    expect(b.destroyed, `a finishes: ${finishes}`).toBe(!finishes);
+    b.destroy();
+    await within(done, 2000, "splice to settle");
+  }
+});

@@ -4,9 +4,12 @@
 import fc from "fast-check";
 import { expect, test } from "vitest";
 import {
+  connectionTokens,
+  endToEnd,
   endToEndLines,
   HOP_BY_HOP,
   IDENTITY_HEADER,
+  isEndToEnd,
   linesToHeaders,
 } from "../../../tool/http/proxy/hop-by-hop.ts";
 
@@ -68,5 +71,81 @@ test("repeated lines stay repeated: node:http sends a list as one line per value
   ).toEqual({
     "impersonate-group": ["a", "b", "c"],
     accept: "x",
+  });
+});
+
+// The property above takes its expectations from HOP_BY_HOP itself; these name the headers outright,
+// so a name dropped from the list (proxy-authorization is a credential) fails here.
+const RFC_9110_AND_OURS = [
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "proxy-authenticate",
+  "proxy-authorization",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  "expect",
+  "host",
+];
+
+test("the hop-by-hop headers are RFC 9110's (7.6.1) plus host and expect; the identity header is Kas-Identity", () => {
+  expect([...HOP_BY_HOP].sort()).toEqual([...RFC_9110_AND_OURS].sort());
+  expect(IDENTITY_HEADER).toBe("kas-identity");
+  const raw = [...RFC_9110_AND_OURS, "Kas-Identity"].flatMap((n) => [n.toUpperCase(), "v"]);
+  expect(endToEndLines([...raw, "Accept", "*/*"])).toEqual(["Accept", "*/*"]);
+});
+
+test("Connection tokens: trimmed, lowercased, empty ones skipped, from one line or several", () => {
+  expect([...connectionTokens(" Keep-Alive , X-Foo,,")]).toEqual(["keep-alive", "x-foo"]);
+  expect([...connectionTokens(["close", "X-A, x-b"])]).toEqual(["close", "x-a", "x-b"]);
+  expect([...connectionTokens(undefined)]).toEqual([]);
+  expect([...connectionTokens("")]).toEqual([]);
+});
+
+test("isEndToEnd: any case of a hop-by-hop or a Connection-listed name is not", () => {
+  const tokens = new Set(["x-hop"]);
+  expect(isEndToEnd("Proxy-Authorization", tokens)).toBe(false);
+  expect(isEndToEnd("X-HOP", tokens)).toBe(false);
+  expect(isEndToEnd("Accept", tokens)).toBe(true);
+  expect(isEndToEnd("X-Other", new Set())).toBe(true);
+});
+
+test("raw lines: a name listed in Connection goes in any case; a value that merely names a header does not", () => {
+  const raw = [
+    "connection",
+    " X-Hop , keep-alive",
+    "x-hop",
+    "1",
+    "X-Note",
+    "connection",
+    "X-Other",
+    "x-note",
+  ];
+  expect(endToEndLines(raw)).toEqual(["X-Note", "connection", "X-Other", "x-note"]);
+  expect(endToEndLines(["Content-Length", "5", "Accept", "a"], { upgrade: true })).toEqual(["Accept", "a"]);
+  expect(endToEndLines(["Content-Length", "5"])).toEqual(["Content-Length", "5"]);
+});
+
+test("a response's headers (an object): hop-by-hop, Connection-listed and unset ones go; names come out lowercase", () => {
+  expect(
+    endToEnd({
+      Connection: "close, X-Hop",
+      "X-Hop": "1",
+      "Keep-Alive": "timeout=5",
+      "Transfer-Encoding": "chunked",
+      "Content-Type": "text/plain",
+      "X-Unset": undefined,
+      "Set-Cookie": ["a=1", "b=2"],
+    }),
+  ).toEqual({ "content-type": "text/plain", "set-cookie": ["a=1", "b=2"] });
+  expect(endToEnd({})).toEqual({});
+  // Unset values leave no key behind; values that name other headers, or an unset Connection, drop nothing.
+  expect(Object.keys(endToEnd({ "x-unset": undefined, accept: "a" }))).toEqual(["accept"]);
+  expect(endToEnd({ "x-a": "x-b", "x-b": "1", connection: undefined, undefined: "v" })).toEqual({
+    "x-a": "x-b",
+    "x-b": "1",
+    undefined: "v",
   });
 });

@@ -307,7 +307,7 @@ describe("stream dispatch over yamux", () => {
       openWithHeader(open(pair.client), { kind: Kind.KIND_HTTP, service: "boom" }),
     );
     expect(internal.code).toBe(RejectCode.REJECT_CODE_INTERNAL);
-    expect(internal.reason).not.toContain("secret");
+    expect(internal.reason).toBe("the accepting side failed to admit the stream");
 
     const ok = await openWithHeader(open(pair.client), { kind: Kind.KIND_HTTP, service: "prometheus" });
     ok.end("up");
@@ -418,6 +418,55 @@ describe("stream dispatch over yamux", () => {
     const dispatcher = new StreamDispatcher();
     dispatcher.register(Kind.KIND_GRPC, echo);
     expect(() => dispatcher.register(Kind.KIND_GRPC, echo)).toThrow(/already registered/);
-    expect(() => dispatcher.register(Kind.KIND_UNSPECIFIED, echo)).toThrow(TypeError);
+    expect(() => dispatcher.register(Kind.KIND_UNSPECIFIED, echo)).toThrow(
+      new TypeError("cannot register a handler for UNSPECIFIED"),
+    );
+    expect(() => dispatcher.register(Kind.UNRECOGNIZED, echo)).toThrow(TypeError);
+  });
+
+  test("an accepted stream resolves with its header, and its errors are the handler's from then on", async () => {
+    const { dispatcher, results } = serve(pair.server);
+    const errorListeners: number[] = [];
+    dispatcher.register(Kind.KIND_GRPC, (stream) => {
+      errorListeners.push(stream.listenerCount("error"));
+      echo(stream);
+    });
+    const stream = await openWithHeader(open(pair.client), { kind: Kind.KIND_GRPC, service: "s" });
+    stream.end();
+    expect(await results[0]!).toEqual({
+      accepted: true,
+      header: { kind: Kind.KIND_GRPC, agentId: "0", service: "s", metadata: {} },
+    });
+    // The dispatcher's absorbing listener is gone: an error nobody handles is the handler's bug to see.
+    expect(errorListeners).toEqual([0]);
+  });
+
+  test("maxHeaderBytes is the limit the dispatcher applies", async () => {
+    const { dispatcher } = serve(pair.server, { maxHeaderBytes: 8 });
+    dispatcher.register(Kind.KIND_GRPC, echo);
+    const refused = await rejection(
+      openWithHeader(open(pair.client), { kind: Kind.KIND_GRPC, service: "a-service-name" }),
+    );
+    expect(refused.code).toBe(RejectCode.REJECT_CODE_BAD_HEADER);
+    expect(refused.reason).toMatch(/exceeds the 8-byte limit/);
+  });
+
+  test("a stream that closes while admit runs is not handed to the handler", async () => {
+    const { dispatcher, results, streams } = serve(pair.server);
+    let handled = false;
+    dispatcher.register(
+      Kind.KIND_GRPC,
+      () => {
+        handled = true;
+      },
+      { admit: () => void streams[0]!.destroy() },
+    );
+    await openWithHeader(open(pair.client), { kind: Kind.KIND_GRPC }).catch(() => {});
+    const result = await results[0]!;
+    expect(result.accepted).toBe(false);
+    expect(!result.accepted && result.error).toEqual(
+      new HeaderError("CLOSED", "stream closed while it was being admitted"),
+    );
+    expect(handled).toBe(false);
   });
 });

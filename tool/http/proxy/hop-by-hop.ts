@@ -87,9 +87,15 @@ export function linesToHeaders(lines: readonly string[]): OutgoingHttpHeaders {
   return out;
 }
 
-/** `headers` (an object, as of a response) without the hop-by-hop ones and those its Connection names. */
+/**
+ * `headers` (an object, as of a response) without the hop-by-hop ones and those its Connection
+ * names. Names in any case: an outgoing object may spell it `Connection`.
+ */
 export function endToEnd(headers: IncomingHttpHeaders | OutgoingHttpHeaders): OutgoingHttpHeaders {
-  const tokens = connectionTokens(headers.connection as string | string[] | undefined);
+  const connection = Object.entries(headers).flatMap(([name, value]) =>
+    name.toLowerCase() === "connection" && value !== undefined ? [value].flat().map(String) : [],
+  );
+  const tokens = connectionTokens(connection);
   const out: OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(headers)) {
     if (value !== undefined && isEndToEnd(name, tokens)) out[name.toLowerCase()] = value;

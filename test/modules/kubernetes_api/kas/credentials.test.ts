@@ -4,6 +4,7 @@ import fc from "fast-check";
 import { describe, expect, test } from "vitest";
 import { ProxyAccessError } from "../../../../modules/kubernetes_api/kas/access.ts";
 import {
+  CREDENTIAL_HEADERS,
   parseAuthorization,
   parseProxyCredentials,
 } from "../../../../modules/kubernetes_api/kas/credentials.ts";
@@ -129,6 +130,105 @@ describe("the session cookie", () => {
           expect(cookieValue(`x${name}=no; ${name}=${value}; ${name}x=no`, name)).toBe(value);
         },
       ),
+    );
+  });
+});
+
+// Each rule by example, with the message it answers: the properties above check that a refusal is
+// a 401, these that each refusal happens for its own reason and says which.
+describe("each rule, at its edge", () => {
+  const said = (f: () => unknown) => refusal(f).message;
+
+  test("the headers that carry GitLab credentials, never passed to the cluster", () => {
+    expect([...CREDENTIAL_HEADERS].sort()).toEqual([
+      "authorization",
+      "cookie",
+      "gitlab-agent-id",
+      "x-csrf-token",
+    ]);
+  });
+
+  test("Authorization: exactly 'Bearer <token>', the scheme first and nothing after the token", () => {
+    const expected = 'expected "Authorization: Bearer <token>"';
+    for (const value of [
+      "Basic x Bearer tok",
+      "xBearer tok",
+      "Bearer a\nb",
+      "Bearer a b",
+      "Bearer ",
+      "Token t",
+    ])
+      expect(
+        said(() => parseAuthorization(value)),
+        JSON.stringify(value),
+      ).toBe(expected);
+    expect(parseAuthorization("bearer tok")).toEqual({ kind: "agent_token", token: "tok" });
+  });
+
+  test("only a token that starts with ci: or pat: is typed; the prefix anywhere else is part of a static token", () => {
+    expect(parseAuthorization("Bearer xci:5:tok")).toEqual({ kind: "agent_token", token: "xci:5:tok" });
+    expect(parseAuthorization("Bearer a-pat:5:tok")).toEqual({ kind: "agent_token", token: "a-pat:5:tok" });
+  });
+
+  test("a typed token names its own form when incomplete, and each part when wrong", () => {
+    expect(said(() => parseAuthorization("Bearer ci:5"))).toBe(
+      "Authorization: expected ci:<agent id>:<token>",
+    );
+    expect(said(() => parseAuthorization("Bearer pat:5"))).toBe(
+      "Authorization: expected pat:<agent id>:<token>",
+    );
+    expect(said(() => parseAuthorization("Bearer ci::tok"))).toBe(
+      "Authorization: the agent id must be a positive integer",
+    );
+    expect(said(() => parseAuthorization("Bearer pat:05:tok"))).toBe(
+      "Authorization: the agent id must be a positive integer",
+    );
+    expect(said(() => parseAuthorization("Bearer pat:9223372036854775808:tok"))).toBe(
+      "Authorization: the agent id must be a positive integer",
+    );
+    expect(said(() => parseAuthorization("Bearer ci:5:"))).toBe("Authorization: empty token");
+    expect(parseAuthorization("Bearer pat:9223372036854775807:t:u")).toEqual({
+      kind: "personal_access_token",
+      agentId: "9223372036854775807",
+      token: "t:u",
+    });
+  });
+
+  test("no credentials at all: the 401 says which forms are accepted", () => {
+    expect(said(() => parseProxyCredentials({ cookie: "other=1" }))).toBe(
+      'expected "Authorization: Bearer ci:<agent id>:<job token>", "Bearer pat:<agent id>:<token>" or the _gitlab_kas session cookie',
+    );
+  });
+
+  test("the session cookie: rack's escaping undone ('+' is a space), empty or undecodable refused", () => {
+    const headers = { "gitlab-agent-id": " 42 ", "x-csrf-token": "c" };
+    expect(parseProxyCredentials({ ...headers, cookie: "_gitlab_kas=a+b%2Bc" })).toEqual({
+      kind: "session_cookie",
+      agentId: "42",
+      cookie: "a b+c",
+      csrfToken: "c",
+    });
+    expect(said(() => parseProxyCredentials({ ...headers, cookie: "_gitlab_kas=" }))).toBe(
+      "the _gitlab_kas cookie is empty",
+    );
+    expect(said(() => parseProxyCredentials({ ...headers, cookie: "_gitlab_kas=%E0%A4%A" }))).toBe(
+      "the _gitlab_kas cookie is not valid",
+    );
+  });
+
+  test("the session's agent id and CSRF token: one value each, the id a positive integer", () => {
+    const cookie = "_gitlab_kas=s";
+    expect(said(() => parseProxyCredentials({ cookie, "x-csrf-token": "c" }))).toBe(
+      "Gitlab-Agent-Id: expected exactly one value",
+    );
+    expect(said(() => parseProxyCredentials({ cookie, "gitlab-agent-id": "1", "x-csrf-token": "" }))).toBe(
+      "X-Csrf-Token: expected exactly one value",
+    );
+    expect(said(() => parseProxyCredentials({ cookie, "gitlab-agent-id": "1" }))).toBe(
+      "X-Csrf-Token: expected exactly one value",
+    );
+    expect(said(() => parseProxyCredentials({ cookie, "gitlab-agent-id": "0", "x-csrf-token": "c" }))).toBe(
+      "Gitlab-Agent-Id: the agent id must be a positive integer",
     );
   });
 });
