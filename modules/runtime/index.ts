@@ -49,7 +49,14 @@ export {
   type PollWatchMetrics,
 } from "./poll-watches.ts";
 export * from "./repositories.ts";
-export { callingAgent, callSignal, deadlinePassed, positiveId, rpcError } from "./rpc-call.ts";
+export {
+  callingAgent,
+  callSignal,
+  deadlinePassed,
+  positiveId,
+  rpcError,
+  untilStreamEnds,
+} from "./rpc-call.ts";
 export { ModuleCloseError, ModuleRunner } from "./runner.ts";
 export {
   isGitLabId,

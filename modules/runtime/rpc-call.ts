@@ -24,6 +24,33 @@ export function callingAgent(
   }
 }
 
+/**
+ * Holds an agent's server stream open until it ends, then runs `cleanup` once: the caller cancelled,
+ * or the call closed or finished, or the agent's tunnel closed (the call is ended then: nothing more
+ * can reach the agent over it).
+ */
+export function untilStreamEnds(
+  call: { end(): void; on(event: "cancelled" | "close" | "finish", listener: () => void): unknown },
+  session: AgentSession,
+  cleanup: () => void,
+): void {
+  let open = true;
+  const done = () => {
+    if (!open) return;
+    open = false;
+    session.off("close", end);
+    cleanup();
+  };
+  const end = () => {
+    done();
+    call.end();
+  };
+  call.on("cancelled", done);
+  call.on("close", done);
+  call.on("finish", done);
+  session.once("close", end);
+}
+
 interface ServerCall {
   readonly cancelled: boolean;
   getDeadline(): grpc.Deadline;

@@ -3,7 +3,7 @@ import {
   AgentConfigurationServiceService,
 } from "../../../proto/gen/agent_configuration/v1/agent_configuration.ts";
 import { serializeAgentConfiguration } from "../../agentcfg/index.ts";
-import { type AgentRpc, callingAgent } from "../../runtime/index.ts";
+import { type AgentRpc, callingAgent, untilStreamEnds } from "../../runtime/index.ts";
 import type { ConfigurationMetrics } from "./metrics.ts";
 import type { ConfigurationWatches } from "./watches.ts";
 
@@ -28,22 +28,10 @@ export function addAgentConfigurationService(
         sent = state.commitId;
         call.write({ configurationJson: serializeAgentConfiguration(state.configuration), commitId: sent });
       });
-      let open = true;
-      const done = () => {
-        if (!open) return;
-        open = false;
+      untilStreamEnds(call, session, () => {
         metrics.streams.dec();
         unsubscribe();
-        session.off("close", end);
-      };
-      const end = () => {
-        done();
-        call.end();
-      };
-      call.on("cancelled", done);
-      call.on("close", done);
-      call.on("finish", done);
-      session.once("close", end);
+      });
     },
   };
   rpc.server.addService(AgentConfigurationServiceService, service);

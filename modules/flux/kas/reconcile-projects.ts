@@ -19,6 +19,7 @@ import {
   rpcError,
   type UniqueUsageCounter,
   type UsageCounter,
+  untilStreamEnds,
 } from "../../runtime/index.ts";
 import type { FluxKasMetrics } from "./metrics.ts";
 import type { FollowedPush, PushFanout } from "./pushes.ts";
@@ -68,24 +69,12 @@ export function reconcileProjectsHandler(deps: ReconcileProjectsDeps): GitLabFlu
     deps.metrics.streams.inc();
     deps.metrics.followed.inc(paths.size);
     deps.log.debug({ agentId: session.identity.agentId, projects: paths.size }, "flux: reconcile projects");
-    let open = true;
-    const done = () => {
-      if (!open) return;
-      open = false;
+    untilStreamEnds(call, session, () => {
       deps.metrics.streams.dec();
       deps.metrics.followed.dec(paths.size);
       unfollow();
       stream.stop();
-      session.off("close", end);
-    };
-    const end = () => {
-      done();
-      call.end();
-    };
-    call.on("cancelled", done);
-    call.on("close", done);
-    call.on("finish", done);
-    session.once("close", end);
+    });
   };
 }
 
