@@ -92,6 +92,9 @@ async function recordReferenceServer(): Promise<RawFrame[]> {
   await raw.waitFor(isAck(1), "ACK of stream 1");
   raw.write(CLIENT_CLOSING_AND_PING);
   await raw.waitFor(isGoAway, "GoAway from the reference server");
+  // hashicorp/yamux answers a ping from a goroutine of its own: wait for that answer too before
+  // hanging up, or it may be cut off (seen under load).
+  await raw.waitFor((f) => f.type === T.Ping, "the reference server's ping answer");
   expect(await peer.waitFor("script-done")).toMatchObject({ err: "", read: "hello" });
   raw.close();
   expect(await peer.waitExit()).toBe(0);
