@@ -18,6 +18,7 @@ import { AgentAuthorizations } from "./gitlab/agent-authorizations.ts";
 import { allowedAgentsBody } from "./gitlab/allowed-agents-body.ts";
 import { environmentSlug } from "./gitlab/environment-slug.ts";
 import { type Group, Namespaces, type Project, type Role, type User } from "./gitlab/namespaces.ts";
+import { readBody } from "./gitlab/read-body.ts";
 import { GitLabUsageMetrics, USAGE_METRICS_PATH, type UsageMetrics } from "./gitlab/usage-metrics.ts";
 
 export type { AllowedAgentsAnswer } from "./gitlab/allowed-agents-body.ts";
@@ -332,7 +333,7 @@ export class GitLabApiServer {
       return reply(401, { message: "KAS JWT authentication invalid" });
     if (posts.includes(path)) {
       try {
-        record.body = JSON.parse(await readBody(req));
+        record.body = JSON.parse(await readBody(req, 1 << 16));
       } catch {
         return reply(400, { error: "body is not JSON" });
       }
@@ -508,17 +509,6 @@ export function agentInfoBody(agent: TestAgent) {
     },
     default_branch: agent.defaultBranch ?? "main",
   };
-}
-
-async function readBody(req: IncomingMessage): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > 1 << 16) throw new Error("body too large");
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks).toString("utf8");
 }
 
 /** The project_info body as GitLab's Rails API renders it. */

@@ -1,16 +1,16 @@
 // Informers over the kinds the enabled views need: client-node's ListWatch (what `makeInformer`
 // builds: list, then watch from the list's resourceVersion, resume after the watch ends, relist
-// after 410 Gone), with a Watch that trims each object to its record before the cache keeps it.
-// Lists are read in pages and trimmed page by page. A failed list or watch is retried with backoff.
+// after 410 Gone; the runtime's retrying informer), with a Watch that trims each object to its
+// record before the cache keeps it. Lists are read in pages and trimmed page by page.
 import {
   type KubeConfig,
   type KubernetesListObject,
   type KubernetesObject,
   KubernetesObjectApi,
-  ListWatch,
   Watch,
 } from "@kubernetes/client-node";
 import type { Logger } from "../../../tool/observability/index.ts";
+import { RetryingInformer } from "../../runtime/informer.ts";
 import type { ViewName } from "../views.ts";
 import { nodeRecord, podRecord, warningRecord, workloadRecord } from "./records.ts";
 
@@ -90,33 +90,17 @@ function pathOf(kind: ResourceKind, resource: ResourceName, namespace: string | 
 /** One kind, in one namespace or in all: the records client-node's cache keeps, kept up to date. */
 export class ResourceInformer<R extends KubernetesObject = KubernetesObject> {
   readonly resource: ResourceName;
-  readonly #lw: ListWatch<KubernetesObject>;
-  readonly #hooks: InformerHooks;
-  #lists = 0;
-  #listed = false;
-  #stopped = false;
-  #retry: ReturnType<typeof setTimeout> | undefined;
-  #delay: number;
-  #markSynced!: () => void;
-  /** Resolves once the first list is in the cache. */
-  readonly synced = new Promise<void>((resolve) => {
-    this.#markSynced = resolve;
-  });
+  readonly #informer: RetryingInformer<KubernetesObject>;
+  readonly synced: Promise<void>;
 
   constructor(kc: KubeConfig, resource: ResourceName, namespace: string | undefined, hooks: InformerHooks) {
     this.resource = resource;
-    this.#hooks = hooks;
-    this.#delay = hooks.backoff.initialMs;
     const kind = RESOURCES[resource];
     const api = KubernetesObjectApi.makeApiClient(kc);
     const watch = new Watch(kc);
-    const trimming = {
-      watch: (
-        path: string,
-        query: Record<string, string | number | boolean | undefined>,
-        callback: (phase: string, obj: KubernetesObject, raw: unknown) => void,
-        done: (err: unknown) => void,
-      ) =>
+    let lists = 0;
+    const trimming: Pick<Watch, "watch"> = {
+      watch: (path, query, callback, done) =>
         watch.watch(
           path,
           query,
@@ -124,7 +108,7 @@ export class ResourceInformer<R extends KubernetesObject = KubernetesObject> {
             // ERROR carries a Status (410 Gone is how the relist is asked for); BOOKMARK only a version.
             if (phase === "ERROR" || phase === "BOOKMARK") callback(phase, obj, raw);
             else {
-              this.#delay = hooks.backoff.initialMs; // the watch works
+              this.#informer.works();
               callback(phase, kind.trim(obj), undefined);
             }
           },
@@ -132,7 +116,7 @@ export class ResourceInformer<R extends KubernetesObject = KubernetesObject> {
         ),
     };
     const list = async (): Promise<KubernetesListObject<KubernetesObject>> => {
-      if (this.#lists++ > 0) hooks.onRelist();
+      if (lists++ > 0) hooks.onRelist();
       const items: KubernetesObject[] = [];
       let token: string | undefined;
       let resourceVersion = "";
@@ -158,56 +142,32 @@ export class ResourceInformer<R extends KubernetesObject = KubernetesObject> {
         token = meta._continue || meta.continue || undefined;
         resourceVersion = meta.resourceVersion ?? "";
       } while (token);
-      this.#listed = true;
       return { apiVersion: kind.apiVersion, kind: `${kind.kind}List`, metadata: { resourceVersion }, items };
     };
-    // ListWatch only calls `watch` of what it is given: the trimming one stands in for Watch.
-    this.#lw = new ListWatch(
-      pathOf(kind, resource, namespace),
-      trimming as unknown as Watch,
-      list,
-      false,
-      undefined,
-      kind.fieldSelector,
-    );
     const changed = () => hooks.onChange();
-    this.#lw.on("add", changed);
-    this.#lw.on("update", changed);
-    this.#lw.on("delete", changed);
-    this.#lw.on("error", (err: unknown) => this.#retryLater(err));
+    this.#informer = new RetryingInformer(
+      {
+        path: pathOf(kind, resource, namespace),
+        list,
+        watch: trimming,
+        ...(kind.fieldSelector === undefined ? {} : { fieldSelector: kind.fieldSelector }),
+        resource,
+      },
+      { add: changed, update: changed, delete: changed },
+      hooks,
+    );
+    this.synced = this.#informer.synced;
   }
 
   start(): void {
-    // Resolves once the list is in the cache and the watch is asked for (a failed list: not synced).
-    void this.#lw.start().then(
-      () => {
-        if (this.#listed) this.#markSynced();
-      },
-      (err: unknown) => this.#retryLater(err),
-    );
-  }
-
-  #retryLater(err: unknown): void {
-    if (this.#stopped) return;
-    const delay = this.#delay;
-    this.#delay = Math.min(this.#delay * 2, this.#hooks.backoff.maxMs);
-    this.#hooks.log.warn(
-      { resource: this.resource, err: (err as Error)?.message ?? String(err), retryInMs: delay },
-      "list or watch failed; retrying",
-    );
-    clearTimeout(this.#retry);
-    this.#retry = setTimeout(() => {
-      if (!this.#stopped) this.start();
-    }, delay);
+    this.#informer.start();
   }
 
   list(): R[] {
-    return this.#lw.list() as R[];
+    return this.#informer.list() as R[];
   }
 
   stop(): void {
-    this.#stopped = true;
-    clearTimeout(this.#retry);
-    void this.#lw.stop();
+    this.#informer.stop();
   }
 }

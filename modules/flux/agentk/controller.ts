@@ -5,7 +5,8 @@
 // project's Receivers are the webhooks to call (`receiversOf`).
 import { type KubeConfig, KubernetesObjectApi, PatchStrategy } from "@kubernetes/client-node";
 import type { Logger } from "../../../tool/observability/index.ts";
-import { CustomInformer } from "./informer.ts";
+import type { RetryingInformer } from "../../runtime/informer.ts";
+import { customInformer } from "./informer.ts";
 import { gitlabProjectPath } from "./project-path.ts";
 import {
   type GitRepository,
@@ -34,8 +35,8 @@ export interface FluxControllerOptions {
 }
 
 export class FluxController {
-  readonly #repositories: CustomInformer<GitRepository>;
-  readonly #receivers: CustomInformer<Receiver>;
+  readonly #repositories: RetryingInformer<GitRepository>;
+  readonly #receivers: RetryingInformer<Receiver>;
   readonly #api: KubernetesObjectApi;
   readonly #o: FluxControllerOptions;
   /** GitRepositories to reconcile, `namespace/name`, in order of arrival. */
@@ -50,7 +51,7 @@ export class FluxController {
     this.#o = options;
     this.#api = KubernetesObjectApi.makeApiClient(kc);
     const informer = { log: options.log, backoff: options.backoff };
-    this.#repositories = new CustomInformer<GitRepository>(
+    this.#repositories = customInformer<GitRepository>(
       kc,
       { group: SOURCE_GROUP, version: "v1", plural: "gitrepositories" },
       {
@@ -65,7 +66,7 @@ export class FluxController {
       if (owner !== undefined) this.#enqueue(r.metadata.namespace, owner);
       this.#projectsChanged();
     };
-    this.#receivers = new CustomInformer<Receiver>(
+    this.#receivers = customInformer<Receiver>(
       kc,
       { group: NOTIFICATION_GROUP, version: "v1", plural: "receivers" },
       { add: receiverChanged, update: receiverChanged, delete: receiverChanged },

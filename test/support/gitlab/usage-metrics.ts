@@ -6,6 +6,7 @@
 // GitLab answers 204. The GitLab API test server (gitlab-api.ts) routes the path here.
 import { EventEmitter, once } from "node:events";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { readBody } from "./read-body.ts";
 
 export const USAGE_METRICS_PATH = "/api/v4/internal/kubernetes/usage_metrics";
 
@@ -157,7 +158,7 @@ export class GitLabUsageMetrics {
     if (!jwtOk) return [401, { message: "KAS JWT authentication invalid" }];
     let body: unknown;
     try {
-      const text = await readBody(req);
+      const text = await readBody(req, 1 << 20);
       body = text === "" ? {} : JSON.parse(text);
     } catch {
       return [400, { message: "400 Bad request - body is not JSON" }];
@@ -170,15 +171,4 @@ export class GitLabUsageMetrics {
     this.posts.push(read.metrics);
     return [204, undefined];
   }
-}
-
-async function readBody(req: IncomingMessage): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > 1 << 20) throw new Error("body too large");
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks).toString("utf8");
 }
