@@ -38,7 +38,7 @@ export {
   waitForReady,
 } from "./kas-stream.ts";
 export { LatestValue } from "./latest.ts";
-export { LEADER_ONLY, leaderOnly } from "./leader.ts";
+export { type ClusterModuleSpec, clusterModule, LEADER_ONLY, leaderOnly } from "./leader.ts";
 export { type Listening, listenerModule } from "./listener-module.ts";
 export { type Module, type ModuleFactory, Phase } from "./module.ts";
 export { PollLoop, type PollLoopOptions } from "./poll-loop.ts";

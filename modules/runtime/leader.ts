@@ -1,8 +1,9 @@
 // Modules that must run once per agent, not once per agentk replica: they run on the replica that
 // holds the agent's leader lease, and move with it.
+import type { KubeConfig } from "@kubernetes/client-node";
 import { DEFAULT_GRACE_MS } from "../../lib/tunnel/index.ts";
 import type { AgentkModuleDeps } from "./agentk.ts";
-import type { Module, ModuleFactory } from "./module.ts";
+import { type Module, type ModuleFactory, Phase } from "./module.ts";
 
 /** Marks a factory built by {@link leaderOnly}: the daemon runs a leader election only when it has one. */
 export const LEADER_ONLY = Symbol("leaderOnly");
@@ -72,4 +73,27 @@ export function leaderOnly(
       };
     },
   };
+}
+
+export interface ClusterModuleSpec {
+  name: string;
+  /** agentk's Kubernetes configuration, read as each term begins. */
+  kubeConfig: () => Promise<KubeConfig | undefined>;
+  /** Logged when agentk has no Kubernetes configuration; the module then does nothing. */
+  withoutCluster: string;
+  create(kc: KubeConfig, deps: AgentkModuleDeps): Promise<Module>;
+}
+
+/** A capability that works on the agent's cluster: once per agent ({@link leaderOnly}), idle without a cluster. */
+export function clusterModule(spec: ClusterModuleSpec): ReturnType<typeof leaderOnly> {
+  return leaderOnly({
+    name: spec.name,
+    phase: Phase.capability,
+    async create(deps) {
+      const kc = await spec.kubeConfig();
+      if (kc) return spec.create(kc, deps);
+      deps.log.info(spec.withoutCluster);
+      return { name: spec.name };
+    },
+  });
 }

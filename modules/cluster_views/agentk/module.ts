@@ -11,10 +11,9 @@ import {
   type AgentConfiguration,
   type AgentkModuleDeps,
   type AgentkModuleFactory,
+  clusterModule,
   DEFAULT_STREAM_BACKOFF,
-  leaderOnly,
   type Module,
-  Phase,
   type StreamBackoff,
 } from "../../runtime/index.ts";
 import type { ClusterViews, ViewName } from "../views.ts";
@@ -37,24 +36,21 @@ export interface ClusterViewsAgentOptions {
 
 type Settings = NonNullable<AgentConfiguration["cluster_views"]>;
 
-/** The module, as agentk lists it: once per agent (see `leaderOnly`), a fresh one each term of this replica's. */
+/** The module, as agentk lists it: once per agent and only with a cluster (see `clusterModule`), a fresh one each term of this replica's. */
 export function clusterViewsAgentModule(options: ClusterViewsAgentOptions): AgentkModuleFactory {
-  return leaderOnly({
+  return clusterModule({
     name: "cluster_views",
-    phase: Phase.capability,
-    create: (deps) => createClusterViewsModule(options, deps),
+    kubeConfig: options.kubeConfig,
+    withoutCluster: "no Kubernetes configuration: no cluster views",
+    create: (kc, deps) => createClusterViewsModule(kc, options, deps),
   });
 }
 
 async function createClusterViewsModule(
+  kc: KubeConfig,
   options: ClusterViewsAgentOptions,
   { kasRpc, log, registry, configuration }: AgentkModuleDeps,
 ): Promise<Module> {
-  const kc = await options.kubeConfig();
-  if (!kc) {
-    log.info("no Kubernetes configuration: no cluster views");
-    return { name: "cluster_views" };
-  }
   const metrics = createClusterViewsAgentMetrics(registry);
   // The address and credentials are ignored: calls go over `kasRpc`, inside the tunnel.
   const client = new ClusterViewsServiceClient("kas", grpc.credentials.createInsecure(), {

@@ -12,10 +12,9 @@ import type { Logger } from "../../../tool/observability/index.ts";
 import {
   type AgentkModuleDeps,
   type AgentkModuleFactory,
+  clusterModule,
   DEFAULT_STREAM_BACKOFF,
-  leaderOnly,
   type Module,
-  Phase,
   type StreamBackoff,
   waitForReady,
 } from "../../runtime/index.ts";
@@ -41,22 +40,19 @@ export interface FluxAgentOptions {
 const MAX_PENDING_TRIGGERS = 100;
 
 export function fluxAgentModule(options: FluxAgentOptions): AgentkModuleFactory {
-  return leaderOnly({
+  return clusterModule({
     name: "flux",
-    phase: Phase.capability,
-    create: (deps) => createFluxModule(options, deps),
+    kubeConfig: options.kubeConfig,
+    withoutCluster: "no Kubernetes configuration: no Flux notifications",
+    create: (kc, deps) => createFluxModule(kc, options, deps),
   });
 }
 
 async function createFluxModule(
+  kc: KubeConfig,
   options: FluxAgentOptions,
   { kasRpc, log, registry, configuration }: AgentkModuleDeps,
 ): Promise<Module> {
-  const kc = await options.kubeConfig();
-  if (!kc) {
-    log.info("no Kubernetes configuration: no Flux notifications");
-    return { name: "flux" };
-  }
   const metrics = createFluxAgentMetrics(registry);
   // The address and credentials are ignored: calls go over `kasRpc`, inside the tunnel.
   const insecure = grpc.credentials.createInsecure();

@@ -15,11 +15,10 @@ import type { Logger } from "../../../tool/observability/index.ts";
 import {
   type AgentkModuleDeps,
   type AgentkModuleFactory,
+  clusterModule,
   DEFAULT_STREAM_BACKOFF,
   followStreams,
-  leaderOnly,
   type Module,
-  Phase,
   type StreamBackoff,
   streamEnd,
   waitForReady,
@@ -48,25 +47,22 @@ export interface GitopsAgentOptions {
   pollIntervalMs?: number;
 }
 
-/** The module, as agentk lists it: once per agent (see `leaderOnly`), a fresh one each term of this replica's. */
+/** The module, as agentk lists it: once per agent and only with a cluster (see `clusterModule`), a fresh one each term of this replica's. */
 export function gitopsAgentModule(options: GitopsAgentOptions): AgentkModuleFactory {
-  return leaderOnly({
+  return clusterModule({
     name: "gitops",
-    phase: Phase.capability,
-    create: (deps) => createGitopsModule(options, deps),
+    kubeConfig: options.kubeConfig,
+    withoutCluster: "no Kubernetes configuration: GitOps manifest projects are not applied",
+    create: (kc, deps) => createGitopsModule(kc, options, deps),
   });
 }
 
 async function createGitopsModule(
+  kc: KubeConfig,
   options: GitopsAgentOptions,
   { kasRpc, log, registry, configuration }: AgentkModuleDeps,
 ): Promise<Module> {
   const syncs = syncsCounter(registry);
-  const kc = await options.kubeConfig();
-  if (!kc) {
-    log.info("no Kubernetes configuration: GitOps manifest projects are not applied");
-    return { name: "gitops" };
-  }
   const { Applier } = await import("./applier/index.ts");
   const applier = new Applier({
     kc,

@@ -1,7 +1,10 @@
 import { EventEmitter } from "node:events";
+import { KubeConfig } from "@kubernetes/client-node";
 import { expect, test } from "vitest";
 import {
   type AgentkModuleDeps,
+  clusterModule,
+  LEADER_ONLY,
   type LeaderElection,
   leaderOnly,
   type ModuleFactory,
@@ -64,4 +67,36 @@ test("without a leader election (no Kubernetes configuration) it simply runs", a
   expect(log).toEqual(["create 1", "start 1"]);
   await module.close!(0);
   expect(log).toEqual(["create 1", "start 1", "close 1"]);
+});
+
+test("a cluster module: created with the Kubernetes configuration, idle with one line without one", async () => {
+  const lines: string[] = [];
+  const log = createLogger({
+    level: "info",
+    destination: { write: (line: string) => void lines.push(line) },
+  });
+  const created: unknown[] = [];
+  const factory = (kc: KubeConfig | undefined) =>
+    clusterModule({
+      name: "on_cluster",
+      kubeConfig: async () => kc,
+      withoutCluster: "no Kubernetes configuration: nothing to do",
+      create: async (config) => {
+        created.push(config);
+        return { name: "on_cluster", start: () => void created.push("started") };
+      },
+    });
+  expect(factory(undefined)[LEADER_ONLY]).toBe(true);
+  expect(factory(undefined).phase).toBe(Phase.capability);
+
+  const idle = await factory(undefined).create({ log } as unknown as AgentkModuleDeps);
+  await idle.start!(new AbortController().signal);
+  expect(created).toEqual([]);
+  expect(lines.filter((l) => l.includes("no Kubernetes configuration: nothing to do"))).toHaveLength(1);
+
+  const kc = new KubeConfig();
+  const running = await factory(kc).create({ log } as unknown as AgentkModuleDeps);
+  await running.start!(new AbortController().signal);
+  expect(created).toEqual([kc, "started"]);
+  await running.close!(0);
 });
