@@ -11,7 +11,10 @@ export interface SessionOptions {
   maxStreams?: number;
   /** Inbound streams waiting for accept() when nobody listens for "stream". Default 256. */
   acceptBacklog?: number;
-  /** Ping interval for keepalive and RTT; 0 disables. Default 30 s. */
+  /**
+   * Ping interval for keepalive and RTT; 0 disables keepalive (one ping still samples the RTT for
+   * window auto-tuning once a stream's receive window fills). Default 30 s.
+   */
   keepAliveIntervalMs?: number;
   /** A ping unanswered this long declares the peer dead and closes the session. Default 30 s. */
   keepAliveTimeoutMs?: number;

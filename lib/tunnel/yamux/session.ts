@@ -67,6 +67,7 @@ export class Session extends EventEmitter<SessionEvents> {
   #pings = new Map<number, PendingPing>();
   #nextPing = 0;
   #rttMs = 0;
+  #sampling = false;
   /** This session's place on the shared keepalive timer (see keepalive-wheel.ts). */
   #keepAlive: KeepAliveTick | undefined;
   #localGoAway = false;
@@ -179,6 +180,20 @@ export class Session extends EventEmitter<SessionEvents> {
       this.#pings.set(opaque, { start: performance.now(), resolve, reject, timer });
       this.#writer.control(FrameType.Ping, Flag.SYN, 0, opaque);
     });
+  }
+
+  /**
+   * Takes one RTT sample if there is none yet and none under way: with keepalive off, the first
+   * stream whose receive window fills asks for it, so that window auto-tuning can start (the one
+   * sample then stands for the path). A ping that is not answered only means no sample.
+   */
+  sampleRtt(): void {
+    if (this.#rttMs > 0 || this.#sampling || this.#closed) return;
+    this.#sampling = true;
+    const done = () => {
+      this.#sampling = false;
+    };
+    this.ping().then(done, done);
   }
 
   /** Tells the peer to open no new streams here; existing streams finish normally. */
@@ -387,6 +402,10 @@ class SessionHost implements StreamHost {
 
   get rttMs(): number {
     return this.#session.rttMs;
+  }
+
+  sampleRtt(): void {
+    this.#session.sampleRtt();
   }
 
   get writable(): boolean {

@@ -13,6 +13,8 @@ export interface StreamHost {
   readonly streamOpenTimeoutMs: number;
   readonly streamCloseTimeoutMs: number;
   readonly rttMs: number;
+  /** Asks for an RTT sample (one ping) where none was taken: keepalive off gives none of its own. */
+  sampleRtt(): void;
   /**
    * The largest receive window auto-tuning has given a stream of this session: the path's
    * bandwidth-delay product as this session's fast readers have shown it.
@@ -294,6 +296,7 @@ export class YamuxStream extends Duplex {
     const now = performance.now();
     const host = this.#host;
     const rtt = host.rttMs;
+    if (rtt === 0) host.sampleRtt();
     if (rtt > 0 && now - this.#lastCreditAt < 4 * rtt && this.#window < host.maxStreamWindow) {
       const grown = Math.min(Math.max(this.#window * 2, host.tunedWindow), host.maxStreamWindow);
       delta += grown - this.#window;

@@ -16,12 +16,17 @@ afterEach(() => {
   sessions = [];
 });
 
-async function longPath(): Promise<{ client: Session; server: Session }> {
+function sessionsOver(keepAliveIntervalMs: number): { client: Session; server: Session } {
   const [a, b] = delayedStreamPair(50);
-  const opts = { keepAliveIntervalMs: 60_000, maxStreamWindow: MAX };
+  const opts = { keepAliveIntervalMs, maxStreamWindow: MAX };
   const client = new Session(a, { ...opts, client: true });
   const server = new Session(b, { ...opts, client: false });
   sessions = [client, server];
+  return { client, server };
+}
+
+async function longPath(): Promise<{ client: Session; server: Session }> {
+  const { client, server } = sessionsOver(60_000);
   // The first keepalive ping gives auto-tuning its RTT (about 100 ms) on both sides.
   await until(() => client.rttMs > 0 && server.rttMs > 0, 5000, "the first RTT samples");
   return { client, server };
@@ -74,4 +79,13 @@ test("a stream nobody reads keeps the initial window, whatever the session learn
   expect(remote.readableLength).toBe(INITIAL_WINDOW);
   expect(remote.receiveWindow).toBe(INITIAL_WINDOW);
   expect(written).toBeLessThan(8 * 1024 * 1024); // the sender is still held back
+});
+
+test("with keepalive off, a fast reader's stream still grows: its first full window asks for one RTT sample", async () => {
+  const { client, server } = sessionsOver(0);
+  expect(server.rttMs).toBe(0); // no keepalive: no ping of its own
+  const first = await transfer(client, server, 16 * 1024 * 1024);
+  expect(server.rttMs).toBeGreaterThan(0);
+  expect(client.rttMs).toBe(0); // only the receiving side needed a sample
+  expect(first.receiveWindow).toBeGreaterThan(INITIAL_WINDOW);
 });
