@@ -1,0 +1,200 @@
+// A stream's rules at their edges, against a raw peer: frame splitting, the write callbacks, the
+// credit threshold, FIN and RST in every order, and the open and close timers.
+import { afterEach, describe, expect, test, vi } from "vitest";
+import {
+  encodeDataFrame,
+  encodeHeader,
+  Flag,
+  FrameType,
+  INITIAL_WINDOW,
+  type YamuxStream,
+} from "../../../lib/tunnel/yamux/index.ts";
+import { until } from "../../support/until.ts";
+import { rawPair } from "./harness.ts";
+
+type Raw = Awaited<ReturnType<typeof rawPair>>;
+
+/** A stream we opened, acknowledged by the raw peer with `window` extra send window. */
+async function opened(raw: Raw, window = 0): Promise<YamuxStream> {
+  const s = await raw.session.open();
+  await raw.peer.next((h) => h.streamId === s.id && (h.flags & Flag.SYN) !== 0, "SYN");
+  raw.peer.send(encodeHeader(FrameType.WindowUpdate, Flag.ACK, s.id, window));
+  return s;
+}
+
+const dataOf = (raw: Raw, id: number) =>
+  raw.peer.frames.filter((f) => f.h.type === FrameType.Data && f.h.streamId === id);
+const bytesOf = (raw: Raw, id: number) => dataOf(raw, id).reduce((n, f) => n + f.h.length, 0);
+const updatesOf = (raw: Raw, id: number) =>
+  raw.peer.frames.filter((f) => f.h.type === FrameType.WindowUpdate && f.h.streamId === id && f.h.length > 0);
+
+/** The stream's next write callback, as a promise of its error (or null). */
+const written = (s: YamuxStream, chunk: Buffer | string) =>
+  new Promise<Error | null | undefined>((resolve) => s.write(chunk, resolve));
+
+afterEach(() => vi.useRealTimers());
+
+describe("sending", () => {
+  test("writes are cut at the frame size and the send window, and resume on credit", async () => {
+    const raw = await rawPair({ maxFrameSize: 4096 });
+    const s = await opened(raw);
+    const done = written(s, Buffer.alloc(INITIAL_WINDOW + 1500, 3));
+    await until(() => bytesOf(raw, s.id) === INITIAL_WINDOW, 5000, "one window");
+    expect(Math.max(...dataOf(raw, s.id).map((f) => f.h.length))).toBe(4096);
+    expect(s.bytesSent).toBe(INITIAL_WINDOW);
+    raw.peer.send(encodeHeader(FrameType.WindowUpdate, 0, s.id, 1200));
+    await until(() => bytesOf(raw, s.id) === INITIAL_WINDOW + 1200, 5000, "the credit's worth");
+    raw.peer.send(encodeHeader(FrameType.WindowUpdate, 0, s.id, 0)); // no credit: nothing moves
+    raw.peer.send(encodeHeader(FrameType.WindowUpdate, 0, s.id, 300));
+    expect(await done).toBeFalsy();
+    await until(() => bytesOf(raw, s.id) === INITIAL_WINDOW + 1500, 5000, "the rest");
+    expect(s.bytesSent).toBe(INITIAL_WINDOW + 1500);
+    const payload = Buffer.concat(dataOf(raw, s.id).map((f) => f.payload!));
+    expect(payload.equals(Buffer.alloc(INITIAL_WINDOW + 1500, 3))).toBe(true);
+    raw.session.destroy();
+  });
+
+  test("an empty write completes without a frame", async () => {
+    const raw = await rawPair();
+    const s = await opened(raw);
+    expect(await written(s, Buffer.alloc(0))).toBeFalsy();
+    s.write("after");
+    await until(() => dataOf(raw, s.id).length > 0, 5000, "the next write");
+    expect(dataOf(raw, s.id).map((f) => f.payload!.toString())).toEqual(["after"]);
+    raw.session.destroy();
+  });
+
+  test("a writev batch of up to 16 KiB is one frame; a larger one keeps its chunks", async () => {
+    const raw = await rawPair();
+    const s = await opened(raw);
+    s.cork();
+    s.write(Buffer.alloc(8 * 1024, 1));
+    s.write(Buffer.alloc(8 * 1024, 2));
+    s.uncork();
+    await until(() => bytesOf(raw, s.id) === 16 * 1024, 5000, "the small batch");
+    expect(dataOf(raw, s.id).map((f) => f.h.length)).toEqual([16 * 1024]);
+    s.cork();
+    s.write(Buffer.alloc(8 * 1024, 1));
+    s.write(Buffer.alloc(8 * 1024 + 1, 2));
+    s.write(Buffer.alloc(0));
+    const done = new Promise<unknown>((resolve) => s.write(Buffer.alloc(0), resolve));
+    s.uncork();
+    expect(await done).toBeFalsy();
+    await until(() => bytesOf(raw, s.id) === 32 * 1024 + 1, 5000, "the large batch");
+    expect(dataOf(raw, s.id).map((f) => f.h.length)).toEqual([16 * 1024, 8 * 1024, 8 * 1024 + 1]);
+    raw.session.destroy();
+  });
+
+  test("a write waiting for window fails with the reason when the peer resets the stream", async () => {
+    const raw = await rawPair();
+    const s = await opened(raw);
+    s.on("error", () => {});
+    const done = written(s, Buffer.alloc(INITIAL_WINDOW + 1));
+    await until(() => bytesOf(raw, s.id) === INITIAL_WINDOW, 5000, "one window");
+    raw.peer.send(encodeHeader(FrameType.WindowUpdate, Flag.RST, s.id, 0));
+    expect(await done).toMatchObject({ code: "ECONNRESET" });
+    raw.session.destroy();
+  });
+});
+
+describe("receiving", () => {
+  test("credit goes out once half the window is consumed, not a byte before", async () => {
+    const raw = await rawPair();
+    const s = await opened(raw);
+    raw.peer.send(encodeDataFrame(0, s.id, Buffer.alloc(INITIAL_WINDOW / 2 - 1)));
+    await until(() => s.readableLength === INITIAL_WINDOW / 2 - 1, 5000, "the data");
+    s.read();
+    await raw.session.ping(); // an update, had one been sent, would be there by now
+    expect(updatesOf(raw, s.id)).toEqual([]);
+    raw.peer.send(encodeDataFrame(0, s.id, Buffer.alloc(1)));
+    await until(() => s.readableLength === 1, 5000, "the last byte");
+    s.read();
+    const update = await raw.peer.next((h) => h.type === FrameType.WindowUpdate && h.length > 0, "update");
+    expect(update.length).toBe(INITIAL_WINDOW / 2);
+    expect(s.receiveWindow).toBe(INITIAL_WINDOW);
+    expect(s.bytesReceived).toBe(INITIAL_WINDOW / 2);
+    raw.session.destroy();
+  });
+
+  test("data after the peer's FIN is dropped, a second FIN is ignored", async () => {
+    const raw = await rawPair();
+    const s = await opened(raw);
+    const errors: Error[] = [];
+    s.on("error", (e) => errors.push(e));
+    const chunks: string[] = [];
+    s.on("data", (c: Buffer) => chunks.push(c.toString()));
+    const ended = new Promise((resolve) => s.once("end", resolve));
+    raw.peer.send(
+      encodeDataFrame(Flag.FIN, s.id, Buffer.from("last")),
+      encodeDataFrame(0, s.id, Buffer.from("late")),
+      encodeHeader(FrameType.WindowUpdate, Flag.FIN, s.id, 0),
+    );
+    await ended;
+    await raw.session.ping();
+    expect(chunks).toEqual(["last"]);
+    expect(errors).toEqual([]);
+    expect(updatesOf(raw, s.id)).toEqual([]); // no credit for a side that is closed
+    raw.session.destroy();
+  });
+
+  test("both FINs release the stream; a reset after its first answer is ECONNRESET", async () => {
+    const raw = await rawPair();
+    const s = await opened(raw);
+    s.resume();
+    s.end();
+    raw.peer.send(encodeHeader(FrameType.WindowUpdate, Flag.FIN, s.id, 0));
+    await until(() => raw.session.stats.openStreams === 0, 5000, "release");
+
+    const t = await opened(raw);
+    const errored = new Promise((resolve) => t.once("error", resolve));
+    raw.peer.send(
+      encodeDataFrame(0, t.id, Buffer.from("x")),
+      encodeHeader(FrameType.WindowUpdate, Flag.RST, t.id, 0),
+    );
+    expect(await errored).toMatchObject({ code: "ECONNRESET" });
+    raw.session.destroy();
+  });
+
+  test("data as the first answer acknowledges the stream: its open timer stops", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    const raw = await rawPair({ streamOpenTimeoutMs: 1000 });
+    const s = await raw.session.open();
+    await raw.peer.next((h) => h.streamId === s.id, "SYN");
+    raw.peer.send(encodeDataFrame(0, s.id, Buffer.from("reply without ACK")));
+    await until(() => s.readableLength > 0, 5000, "the reply");
+    vi.advanceTimersByTime(10_000);
+    expect(s.destroyed).toBe(false);
+    raw.session.destroy();
+  });
+});
+
+describe("timers", () => {
+  test("0 disables the open and the close timeouts", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    const raw = await rawPair({ streamOpenTimeoutMs: 0, streamCloseTimeoutMs: 0 });
+    const s = await raw.session.open();
+    s.end("bye");
+    await raw.peer.next((h) => h.streamId === s.id && (h.flags & Flag.FIN) !== 0, "FIN");
+    vi.advanceTimersByTime(10 * 60_000);
+    expect(s.destroyed).toBe(false);
+    expect(raw.session.stats.openStreams).toBe(1);
+    raw.session.destroy();
+  });
+
+  test("a stream not acknowledged in time is reset with ETIMEDOUT, naming the time", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    const raw = await rawPair({ streamOpenTimeoutMs: 1000 });
+    const s = await raw.session.open();
+    const errors: Error[] = [];
+    s.on("error", (e) => errors.push(e));
+    vi.advanceTimersByTime(999);
+    expect(s.destroyed).toBe(false);
+    vi.advanceTimersByTime(1);
+    expect(s.destroyed).toBe(true);
+    await new Promise((resolve) => s.once("close", resolve));
+    expect(errors).toEqual([
+      expect.objectContaining({ code: "ETIMEDOUT", message: expect.stringMatching(/1000 ms/) }),
+    ]);
+    raw.session.destroy();
+  });
+});
