@@ -198,3 +198,66 @@ describe("timers", () => {
     raw.session.destroy();
   });
 });
+
+describe("window auto-tuning, on a clock the test moves", () => {
+  const HALF = INITIAL_WINDOW / 2;
+
+  /** A session whose RTT is exactly `rtt` ms of the faked performance clock. */
+  async function withRtt(rtt: number, opts: { maxStreamWindow?: number } = {}) {
+    vi.useFakeTimers({ toFake: ["performance"] });
+    const raw = await rawPair(opts);
+    raw.peer.answerPings = false;
+    const pong = raw.session.ping(5000);
+    await raw.peer.next((h) => h.type === FrameType.Ping, "ping");
+    vi.advanceTimersByTime(rtt);
+    raw.peer.send(encodeHeader(FrameType.Ping, Flag.ACK, 0, 0));
+    expect(await pong).toBe(rtt);
+    return raw;
+  }
+
+  /** The peer sends `bytes`, the reader consumes them: resolves with the grant it caused. */
+  async function consume(raw: Raw, s: YamuxStream, bytes = HALF): Promise<number> {
+    const before = updatesOf(raw, s.id).length;
+    raw.peer.send(encodeDataFrame(0, s.id, Buffer.alloc(bytes)));
+    await until(() => s.readableLength === bytes, 5000, "the data");
+    s.read();
+    await until(() => updatesOf(raw, s.id).length > before, 5000, "the grant");
+    return updatesOf(raw, s.id).at(-1)!.h.length;
+  }
+
+  test("a window consumed within 4 RTTs of the last grant doubles; at 4 RTTs it does not", async () => {
+    const raw = await withRtt(100);
+    const s = await opened(raw);
+    vi.advanceTimersByTime(399);
+    expect(await consume(raw, s)).toBe(HALF + INITIAL_WINDOW); // credit plus the growth
+    expect(s.receiveWindow).toBe(2 * INITIAL_WINDOW);
+    vi.advanceTimersByTime(400); // counted from that grant, not from the stream's start
+    expect(await consume(raw, s, INITIAL_WINDOW)).toBe(INITIAL_WINDOW); // half the window, no growth
+    expect(s.receiveWindow).toBe(2 * INITIAL_WINDOW);
+    raw.session.destroy();
+  });
+
+  test("growth stops at maxStreamWindow", async () => {
+    const max = INITIAL_WINDOW + 1000;
+    const raw = await withRtt(100, { maxStreamWindow: max });
+    const s = await opened(raw);
+    expect(await consume(raw, s)).toBe(HALF + 1000);
+    expect(s.receiveWindow).toBe(max);
+    expect(await consume(raw, s, max / 2)).toBe(max / 2); // no further
+    expect(s.receiveWindow).toBe(max);
+    raw.session.destroy();
+  });
+
+  test("a later stream's first growth jumps to the largest window the session reached", async () => {
+    const raw = await withRtt(100);
+    const first = await opened(raw);
+    for (let i = 0; i < 3; i++) await consume(raw, first, first.receiveWindow / 2);
+    expect(first.receiveWindow).toBe(8 * INITIAL_WINDOW);
+    const second = await opened(raw);
+    expect(await consume(raw, second)).toBe(HALF + 7 * INITIAL_WINDOW);
+    expect(second.receiveWindow).toBe(8 * INITIAL_WINDOW);
+    const third = await opened(raw);
+    expect(await consume(raw, third)).toBe(HALF + 7 * INITIAL_WINDOW);
+    raw.session.destroy();
+  });
+});
