@@ -2,7 +2,7 @@
 // GoAway, and what destroy() settles. Each test fails if the rule it names breaks.
 import { once } from "node:events";
 import { Duplex } from "node:stream";
-import { describe, expect, test } from "vitest";
+import { afterEach, describe, expect, test, vi } from "vitest";
 import {
   encodeDataFrame,
   encodeHeader,
@@ -123,6 +123,16 @@ describe("frames the session drops or refuses", () => {
     );
     expect(await session.ping()).toBeGreaterThan(0);
     expect(session.closed).toBe(false);
+    session.destroy();
+  });
+
+  test("an empty Data frame carrying FIN ends the stream", async () => {
+    const { session, peer } = await rawPair();
+    const s = await session.open();
+    s.resume();
+    peer.send(encodeDataFrame(Flag.ACK | Flag.FIN, s.id, Buffer.alloc(0)));
+    await once(s, "end");
+    expect(s.bytesReceived).toBe(0);
     session.destroy();
   });
 
@@ -339,6 +349,89 @@ describe("stats", () => {
     expect(session.stats.bytesOut).toBe(HEADER_SIZE);
     peer.send(encodeDataFrame(0, 2, Buffer.alloc(5))); // for no stream: counted all the same
     await until(() => session.stats.bytesIn === 2 * HEADER_SIZE + 5, 5000, "the data frame");
+    session.destroy();
+  });
+});
+
+describe("the connection's lifecycle", () => {
+  /** A connection that keeps its writable side open after its readable side ends, as a WebSocket stream does. */
+  const halfOpenConn = () =>
+    new Duplex({
+      read() {},
+      write(_chunk, _enc, callback) {
+        callback();
+      },
+    });
+
+  test("its readable side ending closes the session, as does its closing", async () => {
+    const a = halfOpenConn();
+    const first = new Session(a, { client: true, keepAliveIntervalMs: 0 });
+    a.push(null);
+    a.resume();
+    await once(first, "close");
+    expect(a.writableEnded).toBe(true); // the session ended its side too
+
+    const b = halfOpenConn();
+    const second = new Session(b, { client: true, keepAliveIntervalMs: 0 });
+    b.destroy();
+    expect((await once(second, "close"))[0]).toBeUndefined();
+  });
+
+  test("an exception from an application listener is not taken for a protocol error", async () => {
+    let deliver: (message: Buffer) => void = () => {};
+    const conn = halfOpenConn();
+    const session = new Session(
+      conn,
+      { client: false, keepAliveIntervalMs: 0 },
+      {
+        receive: (onMessage) => {
+          deliver = onMessage;
+        },
+        sendNow: () => false,
+      },
+    );
+    session.on("stream", () => {
+      throw new Error("listener broke");
+    });
+    expect(() => deliver(syn(1))).toThrow("listener broke");
+    expect(session.closed).toBe(false);
+    expect(session.stats.openStreams).toBe(1);
+    session.destroy();
+  });
+});
+
+describe("keepalive", () => {
+  afterEach(() => vi.useRealTimers());
+  const interval = 1600; // its own keepalive wheel: no other test's sessions on it
+
+  test("the first ping goes out at once; a quiet peer is pinged every interval, a talking one is not", async () => {
+    vi.useFakeTimers({ toFake: ["setInterval", "clearInterval"] });
+    const { session, peer } = await rawPair({ keepAliveIntervalMs: interval, keepAliveTimeoutMs: 60_000 });
+    const ours = () =>
+      peer.frames.filter((f) => f.h.type === FrameType.Ping && f.h.flags === Flag.SYN).length;
+    /** Everything the session sent before this call has reached the peer once it resolves. */
+    let marker = 1000;
+    const settled = async () => {
+      const opaque = ++marker;
+      peer.send(encodeHeader(FrameType.Ping, Flag.SYN, 0, opaque));
+      await peer.next(
+        (h) => h.type === FrameType.Ping && h.flags === Flag.ACK && h.length === opaque,
+        "marker",
+      );
+    };
+    await peer.next((h) => h.type === FrameType.Ping && h.flags === Flag.SYN, "the first ping");
+    await until(() => session.rttMs > 0, 5000, "its answer");
+    const base = session.stats.bytesIn;
+    vi.advanceTimersByTime(interval); // quiet since: our own ping's answer does not count
+    await peer.next(
+      (h) => h.type === FrameType.Ping && h.flags === Flag.SYN && ours() === 2,
+      "a keepalive ping",
+    );
+    await until(() => session.stats.bytesIn === base + HEADER_SIZE, 5000, "its answer");
+    await settled(); // the peer talks (its marker ping) ...
+    vi.advanceTimersByTime(interval); // ... so this tick sends nothing
+    await settled();
+    expect(ours()).toBe(2);
     session.destroy();
   });
 });
