@@ -13,6 +13,7 @@ import { until } from "../../support/until.ts";
 import { rawPair } from "./harness.ts";
 
 type Raw = Awaited<ReturnType<typeof rawPair>>;
+const HALF_WINDOW = INITIAL_WINDOW / 2;
 
 /** A stream we opened, acknowledged by the raw peer with `window` extra send window. */
 async function opened(raw: Raw, window = 0): Promise<YamuxStream> {
@@ -258,6 +259,59 @@ describe("window auto-tuning, on a clock the test moves", () => {
     expect(second.receiveWindow).toBe(8 * INITIAL_WINDOW);
     const third = await opened(raw);
     expect(await consume(raw, third)).toBe(HALF + 7 * INITIAL_WINDOW);
+    raw.session.destroy();
+  });
+});
+
+describe("closing", () => {
+  /** Resolves once everything the session sent before the call has reached the peer. */
+  const settled = async (raw: Raw) => {
+    await raw.session.ping();
+  };
+  const rstsOf = (raw: Raw, id: number) =>
+    raw.peer.frames.filter((f) => f.h.streamId === id && f.h.flags & Flag.RST);
+
+  test("a reset as the peer's first answer is a refusal", async () => {
+    const raw = await rawPair();
+    const s = await raw.session.open();
+    const errored = new Promise((resolve) => s.once("error", resolve));
+    raw.peer.send(encodeHeader(FrameType.WindowUpdate, Flag.RST, s.id, 0));
+    expect(await errored).toMatchObject({ code: "ECONNREFUSED" });
+    raw.session.destroy();
+  });
+
+  test("the peer's FIN first, then ours: released, and a clean end sends no reset", async () => {
+    const raw = await rawPair();
+    const s = await opened(raw);
+    raw.peer.send(encodeDataFrame(Flag.FIN, s.id, Buffer.alloc(HALF_WINDOW)));
+    await until(() => s.readableLength === HALF_WINDOW, 5000, "the data and FIN");
+    s.resume(); // consumed after the peer's FIN: no credit for a side that is closed
+    s.end();
+    await until(() => raw.session.stats.openStreams === 0, 5000, "release");
+    await new Promise((resolve) => s.once("close", resolve));
+    await settled(raw);
+    expect(updatesOf(raw, s.id)).toEqual([]);
+    expect(rstsOf(raw, s.id)).toEqual([]);
+    raw.session.destroy();
+  });
+
+  test("ours first, then the peer's: the close timer stops, however late the reader reads", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    const raw = await rawPair({ streamCloseTimeoutMs: 1000 });
+    const s = await opened(raw);
+    const errors: Error[] = [];
+    s.on("error", (e) => errors.push(e));
+    s.end();
+    await raw.peer.next((h) => h.streamId === s.id && (h.flags & Flag.FIN) !== 0, "FIN");
+    raw.peer.send(encodeDataFrame(Flag.FIN, s.id, Buffer.from("unread")));
+    await until(() => raw.session.stats.openStreams === 0, 5000, "release");
+    vi.advanceTimersByTime(5000);
+    expect(errors).toEqual([]);
+    expect(s.destroyed).toBe(false);
+    s.resume();
+    await new Promise((resolve) => s.once("close", resolve));
+    await settled(raw);
+    expect(rstsOf(raw, s.id)).toEqual([]);
     raw.session.destroy();
   });
 });

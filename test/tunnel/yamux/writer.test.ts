@@ -194,6 +194,7 @@ describe("congestion", () => {
     const goAway = conn.frames().filter((x) => x.h.type !== FrameType.Data);
     expect(goAway.map((x) => [x.h.type, x.h.length])).toEqual([[FrameType.GoAway, 2]]);
     w.control(FrameType.GoAway, 0, 0, 1); // closed: taken no more
+    expect(w.controlQueued).toBe(0);
     expect(conn.frames()).toHaveLength(2);
   });
 
@@ -229,5 +230,78 @@ describe("congestion", () => {
     conn.release();
     vi.advanceTimersByTime(5000);
     expect(failures).toEqual([]);
+  });
+});
+
+describe("more edges", () => {
+  test("a frame of 16 KiB written when idle is still taken by reference; one byte less is copied", async () => {
+    const conn = new PacedConn(1 << 30);
+    const { w } = writer(conn);
+    const done: string[] = [];
+    w.ordered(FrameType.Data, 0, 1, Buffer.alloc(16 * 1024 - 1), () => done.push("copied"));
+    await tick();
+    w.ordered(FrameType.Data, 0, 1, Buffer.alloc(16 * 1024), () => done.push("referenced"));
+    await tick();
+    expect(done).toEqual(["copied"]);
+    conn.open();
+    await tick();
+    expect(done).toEqual(["copied", "referenced"]);
+  });
+
+  test("while congested, even a lone small frame waits for the drain", async () => {
+    const { conn, w } = await congested();
+    const before = conn.calls.length;
+    w.ordered(FrameType.Data, 0, 1, Buffer.from("later"));
+    await tick();
+    expect(conn.calls.length).toBe(before);
+    conn.open();
+    await tick();
+    expect(conn.frames().map((x) => x.payload)).toEqual(["first", "later"]);
+  });
+
+  test("a frame larger than maxWrite still goes out, whole", async () => {
+    const { conn, w } = await congested({ maxWrite: 20 });
+    w.ordered(FrameType.Data, 0, 1, Buffer.alloc(100, 120));
+    conn.open();
+    await tick();
+    expect(conn.frames().map((x) => x.payload?.length)).toEqual([5, 100]);
+  });
+
+  test("with the write timeout at 0, congestion never fails the writer", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
+    const { failures } = await congested({ writeTimeoutMs: 0 });
+    vi.advanceTimersByTime(24 * 3600_000);
+    expect(failures).toEqual([]);
+  });
+
+  test("a closed writer takes no control frame, not even into its queue", async () => {
+    const conn = new PacedConn(1 << 20, false);
+    const { w } = writer(conn);
+    w.close();
+    w.control(FrameType.WindowUpdate, 0, 1, 1);
+    w.pong(3);
+    expect(w.controlQueued).toBe(0);
+    await tick();
+    expect(conn.calls).toEqual([]);
+  });
+
+  test("a message path that takes a frame keeps it off the Duplex; one that declines leaves it there", async () => {
+    const conn = new PacedConn(1 << 20, false);
+    const sent: Buffer[] = [];
+    let take = true;
+    const w = new FrameWriter(conn, limits, () => {}, {
+      receive: () => {},
+      sendNow: (m) => {
+        if (take) sent.push(Buffer.from(m));
+        return take;
+      },
+    });
+    w.ordered(FrameType.Data, 0, 1, Buffer.from("fast"));
+    await tick();
+    take = false;
+    w.ordered(FrameType.Data, 0, 1, Buffer.from("slow"));
+    await tick();
+    expect(sent.map((b) => b.subarray(HEADER_SIZE).toString())).toEqual(["fast"]);
+    expect(conn.frames().map((x) => x.payload)).toEqual(["slow"]);
   });
 });
