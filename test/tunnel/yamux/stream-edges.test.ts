@@ -1,12 +1,15 @@
 // A stream's rules at their edges, against a raw peer: frame splitting, the write callbacks, the
 // credit threshold, FIN and RST in every order, and the open and close timers.
+import { Duplex } from "node:stream";
 import { afterEach, describe, expect, test, vi } from "vitest";
 import {
   encodeDataFrame,
   encodeHeader,
   Flag,
+  FrameDecoder,
   FrameType,
   INITIAL_WINDOW,
+  Session,
   type YamuxStream,
 } from "../../../lib/tunnel/yamux/index.ts";
 import { until } from "../../support/until.ts";
@@ -313,5 +316,45 @@ describe("closing", () => {
     await settled(raw);
     expect(rstsOf(raw, s.id)).toEqual([]);
     raw.session.destroy();
+  });
+});
+
+describe("a congested session", () => {
+  test("a writer held back by the session's queue goes on once the connection drains", async () => {
+    // A connection whose writes complete only once the test opens it: congested from the first frame.
+    const pending: Array<() => void> = [];
+    let open = false;
+    const out: Buffer[] = [];
+    const conn = new Duplex({
+      read() {},
+      writableHighWaterMark: 1,
+      write(chunk: Buffer, _enc, cb) {
+        out.push(Buffer.from(chunk));
+        if (open) cb();
+        else pending.push(cb);
+      },
+    });
+    const session = new Session(conn, {
+      client: true,
+      keepAliveIntervalMs: 0,
+      maxFrameSize: 1024,
+      writeBufferSize: 4096,
+    });
+    const s = await session.open();
+    conn.push(encodeHeader(FrameType.WindowUpdate, Flag.ACK, s.id, 1 << 20));
+    const total = 20 * 1024;
+    const done = written(s, Buffer.alloc(total, 5));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(s.bytesSent).toBeLessThan(total); // held back at the session's bound
+    open = true;
+    for (const cb of pending.splice(0)) cb();
+    expect(await done).toBeFalsy();
+    expect(s.bytesSent).toBe(total);
+    let data = 0;
+    new FrameDecoder(1 << 30, (h) => {
+      if (h.type === FrameType.Data) data += h.length;
+    }).push(Buffer.concat(out));
+    expect(data).toBe(total);
+    session.destroy();
   });
 });
