@@ -12,6 +12,8 @@ import { FrameWriter } from "../../../lib/tunnel/yamux/writer.ts";
 class PacedConn extends Duplex {
   /** The buffers handed to write(), one entry per call (a corked batch leaves as one writev). */
   readonly calls: Buffer[] = [];
+  /** How many of those calls came while the connection was corked (a batch leaving as one writev). */
+  corkedCalls = 0;
   #pending: Array<() => void> = [];
   #paced: boolean;
   constructor(highWaterMark: number, paced = true) {
@@ -20,6 +22,7 @@ class PacedConn extends Duplex {
   }
   override write(chunk: Buffer, ...rest: unknown[]): boolean {
     this.calls.push(Buffer.from(chunk));
+    if (this.writableCorked > 0) this.corkedCalls++;
     return (super.write as (...a: unknown[]) => boolean)(chunk, ...rest);
   }
   override _write(_chunk: Buffer, _enc: BufferEncoding, cb: () => void): void {
@@ -38,6 +41,7 @@ class PacedConn extends Duplex {
   /** The frames written so far, header and payload text. */
   frames(): Array<{ h: FrameHeader; payload?: string }> {
     const out: Array<{ h: FrameHeader; payload?: string }> = [];
+    if (this.calls.some((b) => b.length === 0)) throw new Error("an empty write reached the connection");
     const d = new FrameDecoder(1 << 30, (h, p) => out.push(p ? { h, payload: p.toString() } : { h }));
     d.push(Buffer.concat(this.calls));
     return out;
@@ -134,6 +138,7 @@ describe("payload ownership", () => {
     conn.open();
     await tick();
     expect(done).toEqual(["small", "large", "large 2"]);
+    expect(conn.corkedCalls).toBe(4); // header runs and payloads by reference, in one writev
     expect(conn.frames().map((x) => x.payload?.length)).toEqual([5, 16 * 1024 - 1, 16 * 1024, 20 * 1024]);
   });
 
@@ -163,6 +168,10 @@ describe("congestion", () => {
     await tick();
     expect(woken).toBe(1);
     expect(w.writable).toBe(true);
+    w.waitWritable(() => woken++);
+    w.ordered(FrameType.Data, 0, 1, Buffer.alloc(10)); // a later flush runs the new waiter only
+    await tick();
+    expect(woken).toBe(2);
   });
 
   test("while congested only the newest answer to a ping waits; once drained each is sent", async () => {
@@ -303,5 +312,86 @@ describe("more edges", () => {
     await tick();
     expect(sent.map((b) => b.subarray(HEADER_SIZE).toString())).toEqual(["fast"]);
     expect(conn.frames().map((x) => x.payload)).toEqual(["slow"]);
+  });
+});
+
+describe("ticks, corks and frames without payload", () => {
+  test("frames after the first of a tick wait for its end, even through cork and uncork", async () => {
+    for (const first of ["data", "control"] as const) {
+      const conn = new PacedConn(1 << 20, false);
+      const { w } = writer(conn);
+      if (first === "data") w.ordered(FrameType.Data, 0, 1, Buffer.from("a"));
+      else w.control(FrameType.WindowUpdate, 0, 1, 1);
+      w.cork();
+      w.ordered(FrameType.Data, 0, 1, Buffer.from("b"));
+      w.ordered(FrameType.Data, 0, 1, Buffer.from("c"));
+      w.uncork();
+      expect(conn.calls, first).toHaveLength(1);
+      await tick();
+      expect(conn.calls, first).toHaveLength(2);
+      // A new tick: its first frame leaves at once again.
+      w.control(FrameType.WindowUpdate, 0, 1, 2);
+      expect(conn.calls, first).toHaveLength(3);
+    }
+  });
+
+  test("FIN frames (no payload) go out idle, queued, flushed and failed alike", async () => {
+    const conn = new PacedConn(1 << 20, false);
+    const { w } = writer(conn);
+    w.ordered(FrameType.WindowUpdate, 4, 1, undefined); // idle: the fast path
+    w.ordered(FrameType.WindowUpdate, 4, 3, undefined); // queued behind it
+    await tick();
+    expect(conn.frames().map((x) => [x.h.streamId, x.h.flags])).toEqual([
+      [1, 4],
+      [3, 4],
+    ]);
+    const c = await congested();
+    c.w.ordered(FrameType.WindowUpdate, 4, 5, undefined);
+    c.w.close(); // failed without a callback to tell
+    c.w.ordered(FrameType.WindowUpdate, 4, 7, undefined);
+    expect(c.conn.frames().map((x) => x.h.streamId)).toEqual([1]);
+  });
+
+  test("large payloads without callbacks (a stream's frames before its last) go by reference too", async () => {
+    const { conn, w } = await congested();
+    const done: string[] = [];
+    w.ordered(FrameType.Data, 0, 1, Buffer.alloc(20 * 1024, 65));
+    w.ordered(FrameType.Data, 0, 1, Buffer.alloc(20 * 1024, 66));
+    w.ordered(FrameType.Data, 0, 1, Buffer.alloc(20 * 1024, 67), () => done.push("last"));
+    conn.open();
+    await tick();
+    expect(done).toEqual(["last"]);
+    expect(conn.frames().map((x) => x.payload?.[0])).toEqual(["f", "A", "B", "C"]);
+  });
+
+  test("a batch the connection does not take at once congests the writer: the next frame waits", async () => {
+    const conn = new PacedConn(40);
+    const { w } = writer(conn);
+    w.ordered(FrameType.Data, 0, 1, Buffer.from("a")); // 13 bytes: below the mark
+    w.ordered(FrameType.Data, 0, 1, Buffer.alloc(20));
+    w.ordered(FrameType.Data, 0, 1, Buffer.alloc(20)); // this tick's batch takes it past the mark
+    await tick();
+    expect(w.congested).toBe(true);
+    const before = conn.calls.length;
+    w.ordered(FrameType.Data, 0, 1, Buffer.from("z"));
+    expect(conn.calls).toHaveLength(before);
+    conn.open();
+    await tick();
+    expect(conn.frames().map((x) => x.payload?.length)).toEqual([1, 20, 20, 1]);
+  });
+
+  test("with a message path, a tick's batch goes through it too", async () => {
+    const conn = new PacedConn(1 << 20, false);
+    const sent: Buffer[] = [];
+    const w = new FrameWriter(conn, limits, () => {}, {
+      receive: () => {},
+      sendNow: (m) => sent.push(Buffer.from(m)) > 0,
+    });
+    w.ordered(FrameType.Data, 0, 1, Buffer.from("a"));
+    w.ordered(FrameType.Data, 0, 1, Buffer.from("b"));
+    w.control(FrameType.WindowUpdate, 0, 1, 1);
+    await tick();
+    expect(sent).toHaveLength(2);
+    expect(conn.calls).toEqual([]);
   });
 });
