@@ -227,9 +227,9 @@ test("entries are refreshed before they expire", async () => {
     registry({
       replicaId: "a",
       keyPrefix,
-      livenessTtlMs: 300,
-      livenessRefreshMs: 80,
-      agentTtlMs: 400,
+      livenessTtlMs: 1000,
+      livenessRefreshMs: 100,
+      agentTtlMs: 1000,
       agentRefreshMs: 100,
     }),
   );
@@ -240,7 +240,7 @@ test("entries are refreshed before they expire", async () => {
   const first = Number(await entry());
   // Past both TTLs (what is measured is expiry on Redis's clock: there is no event to wait for),
   // everything is still there, and the agent entry's expiry moved on.
-  await new Promise((r) => setTimeout(r, 700));
+  await new Promise((r) => setTimeout(r, 1500));
   expect(await admin.get(`${keyPrefix}replica:a`)).toBe("wss://a");
   expect(await admin.hget(`${keyPrefix}info:a`, "3")).toBe("x");
   expect(Number(await admin.hget(`${keyPrefix}agent:3`, "a"))).toBeGreaterThan(first);

@@ -20,7 +20,11 @@ afterAll(async () => {
 });
 
 /** An agent that answers "<header agent id> <service>\n", then echoes. */
-async function headerAgent(agents: TunnelServer<string>, agentId: string): Promise<TunnelClient> {
+async function headerAgent(
+  agents: TunnelServer<string>,
+  agentId: string,
+  router?: Router,
+): Promise<TunnelClient> {
   const dispatcher = new StreamDispatcher();
   dispatcher.register(Kind.KIND_HTTP, (stream: Duplex, header) => {
     stream.on("error", () => {});
@@ -34,6 +38,7 @@ async function headerAgent(agents: TunnelServer<string>, agentId: string): Promi
   }).start();
   clients.push(client);
   await client.ready(5000);
+  if (router) await until(() => router.local.usable(agentId), 5000, `agent ${agentId} registered`);
   return client;
 }
 
@@ -84,7 +89,7 @@ describe("single replica", () => {
   });
 
   test("the stream goes to the dialed agent: the header's agent id is replaced by it", async () => {
-    await headerAgent(agents, "21");
+    await headerAgent(agents, "21", router);
     const stream = await router.dial("21", { ...HTTP, agentId: "99" });
     stream.end("x");
     expect((await readAll(stream)).toString()).toBe("21 echo\nx");
@@ -122,7 +127,7 @@ describe("single replica", () => {
   });
 
   test("opener: every stream to the agent, within its own timeout or else defaultTimeoutMs", async () => {
-    await headerAgent(agents, "23");
+    await headerAgent(agents, "23", router);
     const stream = await router.opener("23", { ...HTTP, service: "s" })(new AbortController().signal);
     stream.end("o");
     expect((await readAll(stream)).toString()).toBe("23 s\no");
@@ -141,7 +146,7 @@ describe("single replica", () => {
   });
 
   test("register routes over a tunnel until its unregister function is called", async () => {
-    const client = await headerAgent(agents, "24");
+    const client = await headerAgent(agents, "24", router);
     const other = new Router({});
     await other.start();
     const unregister = other.register("24", [...agents.sessions].find((s) => s.identity === "24")!);
@@ -199,7 +204,7 @@ describe("clustered", () => {
     });
     const agents = await serveAgents(r);
     try {
-      await headerAgent(agents, "31");
+      await headerAgent(agents, "31", r);
       expect(r.local.agentIds()).toEqual(["31"]);
       await r.start();
       expect(r.cluster.held).toBe(1);
