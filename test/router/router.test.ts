@@ -90,7 +90,7 @@ describe("single replica", () => {
 
   test("the stream goes to the dialed agent: the header's agent id is replaced by it", async () => {
     await headerAgent(agents, "21", router);
-    const stream = await router.dial("21", { ...HTTP, agentId: "99" });
+    const stream = await router.dial("21", { ...HTTP, agentId: "99" }, { deadline: Date.now() + 5000 });
     stream.end("x");
     expect((await readAll(stream)).toString()).toBe("21 echo\nx");
   });
@@ -128,7 +128,7 @@ describe("single replica", () => {
 
   test("opener: every stream to the agent, within its own timeout or else defaultTimeoutMs", async () => {
     await headerAgent(agents, "23", router);
-    const stream = await router.opener("23", { ...HTTP, service: "s" })(new AbortController().signal);
+    const stream = await router.opener("23", { ...HTTP, service: "s" }, 5000)(new AbortController().signal);
     stream.end("o");
     expect((await readAll(stream)).toString()).toBe("23 s\no");
     let start = Date.now();
