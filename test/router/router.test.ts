@@ -248,6 +248,52 @@ describe("clustered", () => {
     });
   });
 
+  test("a dial waiting when the registry listens again looks again, and finds what it missed", async () => {
+    const b = await replica("lb");
+    // a publishes agent 51 on connecting, by republishing: no announcement, b hears nothing.
+    const a = new Router({
+      replicaId: "la",
+      privateApi: { host: "127.0.0.1", auth: { secret: SECRET } },
+      redis: { server: redis.connection, keyPrefix: PREFIX, ...FAST },
+    });
+    const agents = await serveAgents(a);
+    try {
+      await headerAgent(agents, "51", a);
+      const waiting = b.router.dial("51", HTTP, { deadline: Date.now() + 10_000 });
+      await b.router.cluster.lookup("51"); // queued behind the dial's lookup: it is waiting now
+      await a.start();
+      await until(async () => (await b.router.cluster.lookup("51")).length === 1, 5000, "la's entry");
+      b.router.cluster.emit("listening"); // what b's registry says once it hears announcements again
+      const stream = await waiting;
+      stream.end("found");
+      expect((await readAll(stream)).toString()).toBe("51 echo\nfound");
+    } finally {
+      await a.close(0);
+      await agents.close(0);
+      await b.close();
+    }
+  });
+
+  test("one holder refuses our credentials, another says it has no tunnel: wait, not PeerRejectedError", async () => {
+    const [a, b] = await Promise.all([replica("ra"), replica("rb")]);
+    const c = await startReplica("rc", redis, { auth: { secret: Buffer.alloc(32, 7) } });
+    const agent = startAgent(c, "52");
+    clients.push(agent);
+    await agent.ready(5000);
+    try {
+      await until(async () => (await b.router.cluster.lookup("52")).length === 1, 5000, "rc's entry");
+      // ra claims the agent too (a stale entry): it answers "no tunnel here".
+      const c2 = new Redis({ ...redis.connection, lazyConnect: true });
+      await c2.connect();
+      await c2.hset(`${PREFIX}agent:52`, "ra", Date.now() + 60_000);
+      c2.disconnect();
+      const err = await ask(b.router, "52", "x", 500).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(NoTunnelError);
+    } finally {
+      await Promise.all([a.close(), b.close(), c.close()]);
+    }
+  });
+
   test("close: waiting dials fail, the entries go (or stay with unpublish: false), peer tunnels dropped", async () => {
     const [a, b] = await Promise.all([replica("ca"), replica("cb")]);
     const agent = startAgent(a, "41");
