@@ -138,6 +138,18 @@ test("a draining tunnel is replaced by a fresh dial, and closed once its streams
   p.destroy();
 });
 
+test("a tunnel that cannot open another stream is left to its streams; the next open dials a fresh one", async () => {
+  const p = pool({ tunnel: { keepAliveIntervalMs: 0, maxStreams: 1 } });
+  const first = await open(p);
+  const second = await open(p); // the first tunnel is full
+  expect(handshakes).toEqual(["Bearer t1", "Bearer t2"]);
+  expect(p.size).toBe(1);
+  // The full tunnel was not closed: its stream still works.
+  expect(first.destroyed).toBe(false);
+  second.destroy();
+  p.destroy();
+});
+
 test("a caller's abort ends its own wait, not the shared dial", async () => {
   const p = pool();
   let release!: () => void;
