@@ -1,0 +1,371 @@
+// Router's own rules, beside the end-to-end routing tests: what it refuses before start, the
+// deadline and abort of a dial, the header it sends, its opener, and what start, drain and close
+// do to the private API, Redis and waiting dials. One redis-server for the file.
+import type { Duplex } from "node:stream";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { DEFAULT_DIAL_TIMEOUT_MS, NoTunnelError, Router } from "../../lib/router/index.ts";
+import { Kind, StreamDispatcher } from "../../lib/tunnel/header/index.ts";
+import { TunnelClient, type TunnelServer } from "../../lib/tunnel/session/index.ts";
+import { dial } from "../../lib/tunnel/transport/index.ts";
+import { closedPort } from "../support/ports.ts";
+import { RedisServer } from "../support/redis-server.ts";
+import { until } from "../support/until.ts";
+import { ask, FAST, PREFIX, readAll, SECRET, serveAgents, startAgent, startReplica } from "./harness.ts";
+
+const HTTP = { kind: Kind.KIND_HTTP, service: "echo" } as const;
+const clients: TunnelClient[] = [];
+afterAll(async () => {
+  await Promise.all(clients.map((c) => c.close(0)));
+});
+
+/** An agent that answers "<header agent id> <service>\n", then echoes. */
+async function headerAgent(
+  agents: TunnelServer<string>,
+  agentId: string,
+  router?: Router,
+): Promise<TunnelClient> {
+  const dispatcher = new StreamDispatcher();
+  dispatcher.register(Kind.KIND_HTTP, (stream: Duplex, header) => {
+    stream.on("error", () => {});
+    stream.write(`${header.agentId} ${header.service}\n`);
+    stream.pipe(stream);
+  });
+  const client = new TunnelClient({
+    url: agents.url,
+    dial: { headers: { "x-agent-id": agentId } },
+    onStream: (stream) => void dispatcher.handle(stream, undefined),
+  }).start();
+  clients.push(client);
+  await client.ready(5000);
+  if (router) await until(() => router.local.usable(agentId), 5000, `agent ${agentId} registered`);
+  return client;
+}
+
+describe("before start", () => {
+  test("a clustered router: no private URL nor cluster yet, and dial refuses", async () => {
+    const r = new Router({
+      privateApi: { auth: { secret: SECRET } },
+      redis: { server: { host: "127.0.0.1", port: 1 } },
+    });
+    expect(r.clustered).toBe(true);
+    expect(() => r.privateUrl).toThrow("router not started");
+    expect(() => r.cluster).toThrow("router not started");
+    expect(r.peerTunnels).toBe(0);
+    await expect(r.dial("1", HTTP)).rejects.toThrow("router not started");
+  });
+
+  test("replica ids: the one given, else a random UUID each", () => {
+    expect(new Router({ replicaId: "kas-0" }).replicaId).toBe("kas-0");
+    const ids = [new Router({}).replicaId, new Router({}).replicaId];
+    for (const id of ids)
+      expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(ids[0]).not.toBe(ids[1]);
+  });
+
+  test("a private API without redis is single-replica, and refuses redis without one", () => {
+    const r = new Router({ privateApi: { auth: { secret: SECRET } } });
+    expect(r.clustered).toBe(false);
+    expect(() => r.privateUrl).toThrow("router is single-replica");
+    expect(() => new Router({ redis: {} })).toThrow(new TypeError("router: redis needs privateApi"));
+  });
+});
+
+describe("single replica", () => {
+  let router: Router;
+  let agents: TunnelServer<string>;
+  beforeAll(async () => {
+    router = await new Router({ privateApi: { auth: { secret: SECRET } }, defaultTimeoutMs: 150 }).start();
+    agents = await serveAgents(router);
+  });
+  afterAll(async () => {
+    await router.close(0);
+    await agents.close(0);
+  });
+
+  test("no private API even when one is configured; no cluster registry", () => {
+    expect(() => router.privateUrl).toThrow("router is single-replica");
+    expect(() => router.cluster).toThrow("router is single-replica: no cluster registry");
+  });
+
+  test("the stream goes to the dialed agent: the header's agent id is replaced by it", async () => {
+    await headerAgent(agents, "21", router);
+    const stream = await router.dial("21", { ...HTTP, agentId: "99" }, { deadline: Date.now() + 5000 });
+    stream.end("x");
+    expect((await readAll(stream)).toString()).toBe("21 echo\nx");
+  });
+
+  test("without a deadline a dial waits defaultTimeoutMs; a Date deadline is taken as its time", async () => {
+    expect(DEFAULT_DIAL_TIMEOUT_MS).toBe(10_000);
+    let start = Date.now();
+    const err = await router.dial("404", HTTP).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(NoTunnelError);
+    expect(Date.now() - start).toBeGreaterThanOrEqual(140);
+    expect(Date.now() - start).toBeLessThan(DEFAULT_DIAL_TIMEOUT_MS);
+    start = Date.now();
+    await expect(router.dial("404", HTTP, { deadline: new Date(start + 250) })).rejects.toBeInstanceOf(
+      NoTunnelError,
+    );
+    expect(Date.now() - start).toBeGreaterThanOrEqual(240);
+  });
+
+  test("the caller's abort ends a dial with its reason, before or while it waits", async () => {
+    const reason = new Error("caller gone");
+    await expect(router.dial("404", HTTP, { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+    const ctl = new AbortController();
+    const waiting = router.dial("404", HTTP, { signal: ctl.signal, deadline: Date.now() + 5000 });
+    setImmediate(() => ctl.abort(reason));
+    await expect(waiting).rejects.toBe(reason);
+  });
+
+  test("a dial waiting when the agent connects is served", async () => {
+    const waiting = router.dial("22", HTTP, { deadline: Date.now() + 5000 });
+    await headerAgent(agents, "22");
+    const stream = await waiting;
+    stream.end("late");
+    expect((await readAll(stream)).toString()).toBe("22 echo\nlate");
+  });
+
+  test("opener: every stream to the agent, within its own timeout or else defaultTimeoutMs", async () => {
+    await headerAgent(agents, "23", router);
+    const stream = await router.opener("23", { ...HTTP, service: "s" }, 5000)(new AbortController().signal);
+    stream.end("o");
+    expect((await readAll(stream)).toString()).toBe("23 s\no");
+    let start = Date.now();
+    await expect(router.opener("404", HTTP, 300)(new AbortController().signal)).rejects.toBeInstanceOf(
+      NoTunnelError,
+    );
+    expect(Date.now() - start).toBeGreaterThanOrEqual(290);
+    start = Date.now();
+    await expect(router.opener("404", HTTP)(new AbortController().signal)).rejects.toBeInstanceOf(
+      NoTunnelError,
+    );
+    expect(Date.now() - start).toBeLessThan(DEFAULT_DIAL_TIMEOUT_MS);
+    const reason = new Error("gone");
+    await expect(router.opener("404", HTTP)(AbortSignal.abort(reason))).rejects.toBe(reason);
+  });
+
+  test("register routes over a tunnel until its unregister function is called", async () => {
+    const client = await headerAgent(agents, "24", router);
+    const other = new Router({});
+    await other.start();
+    const unregister = other.register("24", [...agents.sessions].find((s) => s.identity === "24")!);
+    expect(other.local.agentIds()).toEqual(["24"]);
+    unregister();
+    expect(other.local.agentIds()).toEqual([]);
+    await other.close(0);
+    expect(client.active).toBeDefined();
+  });
+});
+
+describe("clustered", () => {
+  let redis: RedisServer;
+  beforeAll(async () => {
+    redis = await RedisServer.start();
+  });
+  afterAll(async () => {
+    await redis.close();
+  });
+
+  const replica = (name: string) => startReplica(name, redis);
+  const entries = async (agentId: string) => {
+    const c = new Redis({ ...redis.connection, lazyConnect: true });
+    await c.connect();
+    try {
+      return await c.hgetall(`${PREFIX}agent:${agentId}`);
+    } finally {
+      c.disconnect();
+    }
+  };
+
+  test("the private URL is the advertised one when given, else where it listens", async () => {
+    const port = await closedPort();
+    const r = new Router({
+      replicaId: "adv",
+      privateApi: { host: "127.0.0.1", port, auth: { secret: SECRET }, advertiseUrl: "wss://kas-0.kas:8155" },
+      redis: { server: redis.connection, keyPrefix: `${PREFIX}adv:`, ...FAST },
+    });
+    await r.start();
+    try {
+      expect(r.privateUrl).toBe("wss://kas-0.kas:8155");
+      expect(r.cluster.url).toBe("wss://kas-0.kas:8155");
+      // It listens on the port given.
+      await expect(dial(`ws://127.0.0.1:${port}`)).rejects.toMatchObject({ status: 401 });
+    } finally {
+      await r.close(0);
+    }
+  });
+
+  test("agents registered before start are published; tunnels coming and going hold and release", async () => {
+    const r = new Router({
+      replicaId: "early",
+      privateApi: { host: "127.0.0.1", auth: { secret: SECRET } },
+      redis: { server: redis.connection, keyPrefix: PREFIX, ...FAST },
+    });
+    const agents = await serveAgents(r);
+    try {
+      await headerAgent(agents, "31", r);
+      expect(r.local.agentIds()).toEqual(["31"]);
+      await r.start();
+      expect(r.cluster.held).toBe(1);
+      await until(async () => "early" in (await entries("31")), 5000, "agent 31's entry");
+      const late = await headerAgent(agents, "32");
+      await until(() => r.cluster.held === 2, 5000, "agent 32 held");
+      await late.close(0);
+      await until(() => r.cluster.held === 1, 5000, "agent 32 released");
+    } finally {
+      await r.close(0);
+      await agents.close(0);
+    }
+  });
+
+  test("Redis failures go to onError", async () => {
+    const errors: Error[] = [];
+    const r = new Router({
+      privateApi: { host: "127.0.0.1", auth: { secret: SECRET } },
+      redis: { server: { host: "127.0.0.1", port: await closedPort() }, ...FAST },
+      onError: (err) => errors.push(err),
+    });
+    await r.start();
+    try {
+      await until(() => errors.length > 0, 5000, "a Redis error");
+      expect(errors[0]!.message).toMatch(/ECONNREFUSED/);
+    } finally {
+      await r.close(0);
+    }
+  });
+
+  test("a start that fails (unreadable password file) leaves no private API listening", async () => {
+    const port = await closedPort();
+    const r = new Router({
+      privateApi: { host: "127.0.0.1", port, auth: { secret: SECRET } },
+      redis: { server: redis.connection, passwordFile: "/nonexistent/redis-password" },
+    });
+    await expect(r.start()).rejects.toThrow(/ENOENT/);
+    await expect(dial(`ws://127.0.0.1:${port}`)).rejects.toMatchObject({
+      code: "NETWORK",
+      cause: { code: "ECONNREFUSED" },
+    });
+  });
+
+  test("a dial waiting when the registry listens again looks again, and finds what it missed", async () => {
+    const b = await replica("lb");
+    // a publishes agent 51 on connecting, by republishing: no announcement, b hears nothing.
+    const a = new Router({
+      replicaId: "la",
+      privateApi: { host: "127.0.0.1", auth: { secret: SECRET } },
+      redis: { server: redis.connection, keyPrefix: PREFIX, ...FAST },
+    });
+    const agents = await serveAgents(a);
+    try {
+      await headerAgent(agents, "51", a);
+      const waiting = b.router.dial("51", HTTP, { deadline: Date.now() + 10_000 });
+      await b.router.cluster.lookup("51"); // queued behind the dial's lookup: it is waiting now
+      await a.start();
+      await until(async () => (await b.router.cluster.lookup("51")).length === 1, 5000, "la's entry");
+      b.router.cluster.emit("listening"); // what b's registry says once it hears announcements again
+      const stream = await waiting;
+      stream.end("found");
+      expect((await readAll(stream)).toString()).toBe("51 echo\nfound");
+    } finally {
+      await a.close(0);
+      await agents.close(0);
+      await b.close();
+    }
+  });
+
+  test("one holder refuses our credentials, another says it has no tunnel: wait, not PeerRejectedError", async () => {
+    const [a, b] = await Promise.all([replica("ra"), replica("rb")]);
+    const c = await startReplica("rc", redis, { auth: { secret: Buffer.alloc(32, 7) } });
+    const agent = startAgent(c, "52");
+    clients.push(agent);
+    await agent.ready(5000);
+    try {
+      await until(async () => (await b.router.cluster.lookup("52")).length === 1, 5000, "rc's entry");
+      // ra claims the agent too (a stale entry): it answers "no tunnel here".
+      const c2 = new Redis({ ...redis.connection, lazyConnect: true });
+      await c2.connect();
+      await c2.hset(`${PREFIX}agent:52`, "ra", Date.now() + 60_000);
+      c2.disconnect();
+      const err = await ask(b.router, "52", "x", 500).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(NoTunnelError);
+    } finally {
+      await Promise.all([a.close(), b.close(), c.close()]);
+    }
+  });
+
+  test("close: waiting dials fail, the entries go (or stay with unpublish: false), peer tunnels dropped", async () => {
+    const [a, b] = await Promise.all([replica("ca"), replica("cb")]);
+    const agent = startAgent(a, "41");
+    clients.push(agent);
+    await agent.ready(5000);
+    try {
+      await until(async () => (await b.router.cluster.lookup("41")).length === 1, 5000, "a's entry");
+      expect(await ask(b.router, "41", "hi")).toBe("41\nhi");
+      expect(b.router.peerTunnels).toBe(1);
+      const waiting = b.router.dial("404", HTTP, { deadline: Date.now() + 10_000 }).catch((e: unknown) => e);
+      await b.router.cluster.lookup("404"); // queued behind the dial's lookup: it is waiting now
+      await b.router.close(0);
+      expect(await waiting).toEqual(new Error("router closed"));
+      expect(b.router.peerTunnels).toBe(0);
+      await a.router.close(0, { unpublish: false });
+      expect(Object.keys(await entries("41"))).toEqual(["ca"]);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  test("close unpublishes by default", async () => {
+    const a = await replica("ua");
+    const agent = startAgent(a, "42");
+    clients.push(agent);
+    await agent.ready(5000);
+    try {
+      await until(async () => "ua" in (await entries("42")), 5000, "ua's entry");
+      await a.router.close(500);
+      expect(await entries("42")).toEqual({});
+    } finally {
+      await a.close();
+    }
+  });
+
+  test("drain: the private API takes no new peer and tells its tunnels to go away; streams under way carry on", async () => {
+    const [a, b] = await Promise.all([replica("da"), replica("db")]);
+    const agent = startAgent(a, "43");
+    clients.push(agent);
+    await agent.ready(5000);
+    try {
+      await until(async () => (await b.router.cluster.lookup("43")).length === 1, 5000, "da's entry");
+      const stream = await b.router.dial("43", HTTP, { deadline: Date.now() + 2000 });
+      a.router.drain();
+      await expect(dial(a.router.privateUrl)).rejects.toMatchObject({
+        code: "NETWORK",
+        cause: { code: "ECONNREFUSED" },
+      });
+      // b's tunnel to a got GoAway: the stream under way still works.
+      stream.end("under way");
+      expect((await readAll(stream)).toString()).toBe("43\nunder way");
+      // a new one cannot reach a any more.
+      await expect(ask(b.router, "43", "new", 300)).rejects.toBeInstanceOf(NoTunnelError);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  test("close(0) cuts the streams forwarded through this replica at once", async () => {
+    const [a, b] = await Promise.all([replica("za"), replica("zb")]);
+    const agent = startAgent(a, "44");
+    clients.push(agent);
+    await agent.ready(5000);
+    try {
+      await until(async () => (await b.router.cluster.lookup("44")).length === 1, 5000, "za's entry");
+      const stream = await b.router.dial("44", HTTP, { deadline: Date.now() + 2000 });
+      stream.on("error", () => {});
+      const closed = new Promise((resolve) => stream.once("close", resolve));
+      await a.router.close(0);
+      await closed; // no end was sent: only the cut closes it
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+});
