@@ -1,19 +1,16 @@
-// Agent authentication and the Kubernetes API proxy's access as kas's configuration composes them:
-// the GitLab client the `gitlab` section asks for, static tokens before GitLab, the cache's TTLs, the
-// re-check interval, the proxy's static dev tokens and browser origin. GitLab is the test server.
+// Agent authentication as kas's configuration composes it: the GitLab client the `gitlab` section
+// asks for, static tokens before GitLab, the cache's TTLs, the re-check interval. GitLab is the
+// test server on loopback.
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import {
   AgentAuthError,
-  agentTokenAccess,
   createAuthenticatorFromConfig,
   createGitLabClientFromConfig,
-  kubernetesProxyAccess,
 } from "../../../cmd/kas/auth/index.ts";
 import { buildKasConfig } from "../../../cmd/kas/config/index.ts";
-import { ProxyAccessError } from "../../../modules/kubernetes_api/kas/access.ts";
 import { GitLabClient, GitLabError, getAgentInfo } from "../../../tool/gitlab/index.ts";
 import { AGENT, memoryLogger, startGitLab, TOKEN } from "./helpers.ts";
 
@@ -188,85 +185,5 @@ describe("createAuthenticatorFromConfig", () => {
     await auth.authenticateAgent("glagent-unknown-Xv3bN8qL").catch(() => {});
     await auth.authenticateAgent(TOKEN);
     expect(api.agentInfoRequests).toBe(3);
-  });
-});
-
-describe("agentTokenAccess", () => {
-  const agent = { agentId: "1", projectId: "10", agentName: "dev" };
-
-  test("a known token: its agent", async () => {
-    const access = agentTokenAccess({ authenticateAgent: async () => agent });
-    await expect(access("t", undefined)).resolves.toEqual(agent);
-  });
-
-  test("the caller's signal reaches the authenticator", async () => {
-    const seen: (AbortSignal | undefined)[] = [];
-    const access = agentTokenAccess({
-      authenticateAgent: async (_token, options) => {
-        seen.push(options?.signal);
-        return agent;
-      },
-    });
-    const signal = new AbortController().signal;
-    await access("t", signal);
-    expect(seen).toEqual([signal]);
-  });
-
-  test.each([
-    ["unauthenticated", 401],
-    ["permission_denied", 403],
-    ["not_found", 404],
-    ["unavailable", 503],
-  ] as const)("a refusal (%s) keeps its HTTP status and message", async (code, status) => {
-    const access = agentTokenAccess({
-      authenticateAgent: () => Promise.reject(new AgentAuthError(code, `refused: ${code}`)),
-    });
-    const err = await access("t", undefined).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(ProxyAccessError);
-    expect(err).toMatchObject({ status, message: `refused: ${code}` });
-  });
-
-  test("any other failure is a 503 that does not pass on what failed", async () => {
-    const access = agentTokenAccess({
-      authenticateAgent: () => Promise.reject(new Error("secret internals")),
-    });
-    const err = await access("t", undefined).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(ProxyAccessError);
-    expect(err).toMatchObject({ status: 503, message: "cannot authenticate the request now" });
-  });
-});
-
-describe("kubernetesProxyAccess", () => {
-  test("GitLab only: no static tokens, no browsers; the bound on GitLab's cached answers", async () => {
-    const access = await kubernetesProxyAccess(
-      config({
-        gitlab: { address: "http://127.0.0.1:1", authentication_secret_file: "/x" },
-        agent: { info_cache_max_entries: 7 },
-      }),
-    );
-    expect(access).toEqual({ gitlabAnswersMaxEntries: 7 });
-  });
-
-  test("static tokens: the token's agent, and each agent's own token", async () => {
-    const access = await kubernetesProxyAccess(config({ agent: { static_tokens_file: tokensFile } }));
-    await expect(access.agentToken!(STATIC_TOKEN, undefined)).resolves.toMatchObject({ agentId: "1" });
-    await expect(access.agentToken!("nope", undefined)).rejects.toMatchObject({ status: 401 });
-    await expect(access.staticTokenOf!("2")).resolves.toBe(OTHER_STATIC_TOKEN);
-    await expect(access.staticTokenOf!("3")).resolves.toBeUndefined();
-    expect(access.cors).toBeUndefined();
-  });
-
-  test("gitlab.external_url: browsers from its origin only", async () => {
-    const access = await kubernetesProxyAccess(
-      config({
-        gitlab: {
-          address: "http://127.0.0.1:1",
-          authentication_secret_file: "/x",
-          external_url: "https://gitlab.example.com:8443/some/path",
-        },
-      }),
-    );
-    expect(access.cors).toEqual({ allowedOrigins: ["https://gitlab.example.com:8443"] });
-    expect(access.agentToken).toBeUndefined();
   });
 });
