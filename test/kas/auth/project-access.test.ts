@@ -3,14 +3,14 @@
 // (createProjectAccessFromConfig). GitLab is the test server on loopback.
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { createProjectAccessFromConfig } from "../../../cmd/kas/auth/index.ts";
 import {
+  createProjectAccessFromConfig,
   GitLabProjectAccess,
   projectNameProblem,
   StaticProjectAccess,
 } from "../../../cmd/kas/auth/project-access.ts";
-import { buildKasConfig } from "../../../cmd/kas/config/index.ts";
-import { type AgentIdentity, ProjectAccessError } from "../../../modules/runtime/index.ts";
+import type { KasConfig } from "../../../cmd/kas/config/index.ts";
+import { type AgentIdentity, ProjectAccessError } from "../../../modules/runtime/kas.ts";
 import { AgentToken } from "../../../tool/agent-token.ts";
 import { GitLabClient } from "../../../tool/gitlab/index.ts";
 import { GitLabApiServer } from "../../support/gitlab-api.ts";
@@ -206,11 +206,14 @@ describe("createProjectAccessFromConfig", () => {
     await gitlab?.close();
   });
 
-  const config = (agent: object = {}) =>
-    buildKasConfig(
-      { gitlab: { address: gitlab.url, authentication_secret_file: "/etc/kas/secret" }, agent },
-      {},
-    );
+  /** The settings read here, at their defaults unless given (the rest is not read). */
+  const config = (gitops: Partial<KasConfig["agent"]["gitops"]> = {}, infoCacheMaxEntries = 10_000) =>
+    ({
+      agent: {
+        infoCacheMaxEntries,
+        gitops: { projectInfoCacheTtlMs: 300_000, projectInfoCacheErrorTtlMs: 60_000, ...gitops },
+      },
+    }) as KasConfig;
 
   test("agents GitLab authenticated (they have a Gitaly server) ask GitLab; the others read their entry", async () => {
     const access = createProjectAccessFromConfig(config(), client);
@@ -236,7 +239,7 @@ describe("createProjectAccessFromConfig", () => {
   test("the cache follows agent.gitops.project_info_cache_ttl and _error_ttl", async () => {
     const cached = createProjectAccessFromConfig(config(), client);
     const uncached = createProjectAccessFromConfig(
-      config({ gitops: { project_info_cache_ttl: "0s", project_info_cache_error_ttl: "0s" } }),
+      config({ projectInfoCacheTtlMs: 0, projectInfoCacheErrorTtlMs: 0 }),
       client,
     );
     const asked = async (access: typeof cached, project: string) => {
@@ -251,7 +254,7 @@ describe("createProjectAccessFromConfig", () => {
   });
 
   test("the cache holds agent.info_cache_max_entries answers", async () => {
-    const access = createProjectAccessFromConfig(config({ info_cache_max_entries: 1 }), client);
+    const access = createProjectAccessFromConfig(config({}, 1), client);
     const before = gitlab.projectInfoRequests;
     for (const project of ["group/manifests", "group/other", "group/manifests"])
       await access.repositoryFor(viaGitLab(), project);
