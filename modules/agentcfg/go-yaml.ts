@@ -58,8 +58,9 @@ const scalar = (
   test,
   resolve: (text) => new Scalar(value(text)),
   identify,
-  // Written back plain; a string that would read as one of these is quoted by yaml itself.
-  stringify: ({ value: v }) => (v === null ? "null" : typeof v === "number" ? goNumberText(v) : String(v)),
+  // Written back plain; a string that would read as one of these is quoted by yaml itself. The null
+  // tag also identifies undefined (an unset list item), which must read back as null, not "undefined".
+  stringify: ({ value: v }) => (isNull(v) ? "null" : typeof v === "number" ? goNumberText(v) : String(v)),
 });
 
 function goNumberText(n: number): string {

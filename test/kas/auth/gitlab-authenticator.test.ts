@@ -4,6 +4,7 @@ import {
   GitLabAuthenticator,
   type GitLabAuthenticatorOptions,
 } from "../../../cmd/kas/auth/index.ts";
+import { GitLabClient } from "../../../tool/gitlab/index.ts";
 import { AGENT, memoryLogger, startGitLab, TOKEN } from "./helpers.ts";
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -209,5 +210,19 @@ describe("GitLabAuthenticator", () => {
     await api.waitForRequests(1);
     controller.abort(new Error("handshake gone"));
     await expect(pending).rejects.toThrow("handshake gone");
+  });
+
+  test("close() closes a client of its own, and leaves a shared one to its owner", async () => {
+    const { api, secret } = await startGitLab();
+    cleanups.push(() => api.close());
+    const own = new GitLabAuthenticator({ gitlabUrl: api.url, secret, maxAttempts: 1 });
+    await own.close();
+    expect((await failure(own.authenticateAgent(TOKEN))).code).toBe("unavailable");
+
+    const client = new GitLabClient({ gitlabUrl: api.url, secret, maxAttempts: 1 });
+    cleanups.push(() => client.close());
+    const shared = new GitLabAuthenticator(client);
+    await shared.close();
+    await expect(shared.authenticateAgent(TOKEN)).resolves.toMatchObject({ agentId: "42" });
   });
 });

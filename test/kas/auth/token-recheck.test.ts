@@ -2,7 +2,7 @@ import { EventEmitter, once } from "node:events";
 import { Agent } from "undici";
 import { afterEach, describe, expect, test, vi } from "vitest";
 import {
-  type AgentAuthError,
+  AgentAuthError,
   type AgentAuthErrorCode,
   AgentToken,
   GitLabAuthenticator,
@@ -154,5 +154,135 @@ describe("TokenRecheck", () => {
     await vi.advanceTimersByTimeAsync(MIN_RECHECK_INTERVAL_MS * 0.1 + 1);
     expect(lookups()).toBe(1);
     await finished(1);
+  });
+});
+
+describe("TokenRecheck with an authenticator that answers as told", () => {
+  type Answer = { resolve: () => void; reject: (e: unknown) => void; signal: AbortSignal | undefined };
+
+  /** Each lookup waits for the test to answer it. */
+  function setupManual() {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
+    const pending: Answer[] = [];
+    const results: string[] = [];
+    const { log, text } = memoryLogger();
+    const recheck = new TokenRecheck({
+      authenticator: {
+        authenticateAgent: (_token, options) =>
+          new Promise((resolve, reject) => {
+            pending.push({
+              resolve: () => resolve({ ...AGENT, agentId: "42", projectId: "7" }),
+              reject,
+              signal: options?.signal,
+            });
+          }),
+      },
+      intervalMs: 1000,
+      onResult: (r) => results.push(r),
+      log,
+    });
+    cleanups.push(() => recheck.destroy());
+    const holder = (token: string) => {
+      const refusals: AgentAuthError[] = [];
+      const unwatch = recheck.watch(new AgentToken(token), (e) => refusals.push(e));
+      return { refusals, unwatch };
+    };
+    /** Past the latest a re-check can come (interval and jitter). */
+    const period = () => vi.advanceTimersByTimeAsync(1101);
+    return { recheck, pending, results, holder, period, log: text };
+  }
+
+  test("a failure that is no AgentAuthError: unavailable, logged with the token's fingerprint, and asked again", async () => {
+    const { recheck, pending, results, holder, period, log } = setupManual();
+    const tunnel = holder(TOKEN);
+    holder(TOKEN);
+    await period();
+    expect(pending).toHaveLength(1);
+    pending[0]!.reject(new TypeError("fetch failed"));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(results).toEqual(["unavailable"]);
+    expect(tunnel.refusals).toEqual([]);
+    expect(recheck.size).toBe(1);
+    const line = JSON.parse(log().trim().split("\n").at(-1)!) as Record<string, unknown>;
+    expect(line).toMatchObject({
+      tokenFingerprint: new AgentToken(TOKEN).fingerprint,
+      reason: "authentication failed",
+      tunnels: 2,
+      msg: "agent token: re-check failed; its tunnels stay, asked about again later",
+    });
+    await period();
+    expect(pending).toHaveLength(2);
+  });
+
+  test("an answer is not logged, and the token is asked again", async () => {
+    const { pending, results, holder, period, log } = setupManual();
+    holder(TOKEN);
+    await period();
+    pending[0]!.resolve();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(results).toEqual(["ok"]);
+    expect(log()).toBe("");
+    await period();
+    expect(pending).toHaveLength(2);
+  });
+
+  test("stopping aborts the re-checks in flight, reports nothing, and watches nothing after", async () => {
+    const { recheck, pending, results, holder, period } = setupManual();
+    const tunnel = holder(TOKEN);
+    await period();
+    expect(pending[0]!.signal?.aborted).toBe(false);
+    recheck.destroy();
+    expect(pending[0]!.signal?.aborted).toBe(true);
+    pending[0]!.reject(new AgentAuthError("unauthenticated", "revoked"));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(results).toEqual([]);
+    expect(tunnel.refusals).toEqual([]);
+    holder(TOKEN).unwatch();
+    holder(TOKEN_43);
+    expect(recheck.size).toBe(0);
+    await period();
+    expect(pending).toHaveLength(1);
+  });
+
+  test("every holder gone while its re-check is in flight: its answer is dropped", async () => {
+    const { recheck, pending, results, holder, period } = setupManual();
+    const tunnel = holder(TOKEN);
+    await period();
+    tunnel.unwatch();
+    pending[0]!.reject(new AgentAuthError("unauthenticated", "revoked"));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(results).toEqual([]);
+    expect(tunnel.refusals).toEqual([]);
+    expect(recheck.size).toBe(0);
+  });
+
+  test("a token watched again after its refusal, before the refused tunnels let go, stays watched", async () => {
+    const { recheck, pending, holder, period } = setupManual();
+    const old = holder(TOKEN);
+    await period();
+    pending[0]!.reject(new AgentAuthError("unauthenticated", "revoked"));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(old.refusals.map((e) => e.code)).toEqual(["unauthenticated"]);
+    expect(recheck.size).toBe(0);
+    const fresh = holder(TOKEN); // e.g. the agent reconnected with a token GitLab accepts again
+    old.unwatch(); // the refused tunnel closes only now
+    expect(recheck.size).toBe(1);
+    await period();
+    expect(pending).toHaveLength(2);
+    fresh.unwatch();
+  });
+
+  test("re-checks in flight all listen on the one stop signal: 20 of them raise no listener warning", async () => {
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on("warning", onWarning);
+    cleanups.push(() => process.off("warning", onWarning));
+    const { pending, holder, period } = setupManual();
+    for (let i = 0; i < 20; i++) holder(`glagent-many-${i}-Qw8eR5tY2uI9`);
+    await period();
+    expect(pending).toHaveLength(20);
+    for (const p of pending) p.signal!.addEventListener("abort", () => {});
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(warnings.filter((w) => w.name === "MaxListenersExceededWarning")).toEqual([]);
   });
 });

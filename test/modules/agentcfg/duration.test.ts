@@ -1,6 +1,6 @@
 // Durations as config.yaml writes them -> milliseconds.
 import { describe, expect, test } from "vitest";
-import { parseDuration } from "../../../modules/agentcfg/index.ts";
+import { parseDuration } from "../../../modules/agentcfg/duration.ts";
 
 describe("parseDuration", () => {
   test.each([
@@ -13,6 +13,10 @@ describe("parseDuration", () => {
     ["300ms", 300],
     ["1500us", 1.5],
     ["1500µs", 1.5],
+    ["1500μs", 1.5], // Greek mu
+    ["1.55h", 5_580_000],
+    ["1.h", 3_600_000],
+    ["9007199254740991ms", Number.MAX_SAFE_INTEGER], // the largest kept
     ["2000000ns", 2],
     ["0", 0],
     ["0s", 0],
@@ -35,6 +39,10 @@ describe("parseDuration", () => {
     "1.s.",
     "one second",
     `${"9".repeat(30)}h`,
+    "9007199254740992ms", // one past a safe integer
+    `${"9".repeat(400)}h`, // Infinity
+    "1s+",
+    "++1s",
   ])("%j is not a duration", (text) => {
     expect(parseDuration(text)).toBeUndefined();
   });

@@ -2,7 +2,11 @@
 // tests (encoding/protojson decode_test.go, encode_test.go) and a round trip.
 import fc from "fast-check";
 import { describe, expect, test } from "vitest";
-import { formatProtoDuration, MAX_DURATION_MS, parseProtoDuration } from "../../../modules/agentcfg/index.ts";
+import {
+  formatProtoDuration,
+  MAX_DURATION_MS,
+  parseProtoDuration,
+} from "../../../modules/agentcfg/proto-duration.ts";
 
 describe("parseProtoDuration", () => {
   test.each([
@@ -18,6 +22,8 @@ describe("parseProtoDuration", () => {
     [".5s", 500],
     ["-.5s", -500],
     ["+1s", 1_000],
+    ["9s", 9_000],
+    ["0.12345678s", 123.45678],
     [".s", 0], // protobuf-go accepts it (no digit required on either side of the point)
     ["315576000000.5s", 315_576_000_000_500],
     ["-315576000000s", -MAX_DURATION_MS],
@@ -51,6 +57,12 @@ describe("parseProtoDuration", () => {
   });
 });
 
+test("-0s and -.s are zero, not negative zero", () => {
+  expect(Object.is(parseProtoDuration("-0s"), 0)).toBe(true);
+  expect(Object.is(parseProtoDuration("-.s"), 0)).toBe(true);
+  expect(Object.is(parseProtoDuration("-0.000s"), 0)).toBe(true);
+});
+
 describe("formatProtoDuration", () => {
   test.each([
     [0, "0s"],
@@ -62,6 +74,10 @@ describe("formatProtoDuration", () => {
     [-1_500, "-1.500s"],
     [-0.000001, "-0.000000001s"],
     [1_000.1234567, "1.000123457s"],
+    [999.9999999, "1s"], // rounds up to the next whole second
+    [-999.9999999, "-1s"],
+    [-0.0000001, "0s"], // rounds to zero: no sign
+    [59_000.00000049, "59s"],
   ])("%d ms is %s", (ms, text) => {
     expect(formatProtoDuration(ms)).toBe(text);
   });
