@@ -76,8 +76,15 @@ export interface AgentModules {
   close(): void;
 }
 
-/** Starts `modules` for one agent over `session`; errors reject `ready`. */
-export function startAgentModules(session: TunnelSession, modules: readonly ModuleName[]): AgentModules {
+/**
+ * Starts `modules` for one agent over `session`; errors reject `ready`. `timeoutMs` bounds the
+ * unary call (the load process's own deadline for every module: a loaded machine takes minutes).
+ */
+export function startAgentModules(
+  session: TunnelSession,
+  modules: readonly ModuleName[],
+  timeoutMs = 60_000,
+): AgentModules {
   const channel = createTunnelChannel(
     (signal) => openWithHeader(() => session.open(), { kind: Kind.KIND_GRPC }, { signal, timeoutMs: 60_000 }),
     { label: "kas" },
@@ -113,7 +120,7 @@ export function startAgentModules(session: TunnelSession, modules: readonly Modu
               podName: "agentk-0",
               kubernetesVersion: { major: "1", minor: "31", gitVersion: "v1.31.0", platform: "linux/amd64" },
             };
-            client.reportAgent({ agentMeta }, waitForReady(), { deadline: Date.now() + 60_000 }, (err) =>
+            client.reportAgent({ agentMeta }, waitForReady(), { deadline: Date.now() + timeoutMs }, (err) =>
               err ? failed(m, reject)(err) : resolve(),
             );
             return;

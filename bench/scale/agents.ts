@@ -63,7 +63,7 @@ async function startModules(
   let configured = 0;
   let error: string | undefined;
   const each = all.map((session) => {
-    const m = startAgentModules(session, modules);
+    const m = startAgentModules(session, modules, timeoutMs);
     agentModules.push(m);
     return m.ready.then(
       () => void configured++,

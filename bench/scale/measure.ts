@@ -197,9 +197,10 @@ export async function kasSetup(
     ...o.kasEnv,
   };
   if (o.profile === "perf") {
-    env.NODE_OPTIONS = "--perf-basic-prof"; // /tmp/perf-<pid>.map names JIT code for perf
+    env.NODE_OPTIONS = `${env.NODE_OPTIONS ?? ""} --perf-basic-prof`; // /tmp/perf-<pid>.map names JIT code for perf
   } else if (o.profile) {
-    env.NODE_OPTIONS = `${o.profile === "heap" ? "--expose-gc " : ""}--import ${PROBE}`;
+    // After any NODE_OPTIONS the runner gave kas (--kas-env).
+    env.NODE_OPTIONS = `${env.NODE_OPTIONS ?? ""} ${o.profile === "heap" ? "--expose-gc " : ""}--import ${PROBE}`;
     env.BENCH_SCALE_PROBE_DIR = dir;
     env.BENCH_SCALE_PROFILE = o.profile;
   }

@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { markdownTable, round } from "../lib/stats.ts";
 import type { ModuleName } from "./agent-modules.ts";
+import { growthPerAgent } from "./heap-summary.ts";
 import { kasModulesSetup } from "./kas-modules.ts";
 import { type Measurement, type MeasureOptions, measure, type Profile } from "./measure.ts";
 
@@ -20,6 +21,8 @@ export interface ModulesModeOptions extends Omit<MeasureOptions, "agents" | "mod
   /** Default "heap"; another profile replaces it (and the heap columns then show its readings). */
   profile: Profile | undefined;
   json: boolean;
+  /** Only the tunnel-only row and the row with every module (no per-module breakdown): half the time, for before/after pairs. */
+  endsOnly?: boolean;
 }
 
 interface Row {
@@ -28,6 +31,8 @@ interface Row {
   /** kas's heap used / external memory growth per agent, KiB, from the probe's two readings. */
   heapPerAgentKiB: number;
   externalPerAgentKiB: number;
+  /** Growth of V8's new space (semi-spaces) between the two readings, MiB. */
+  newSpaceGrowthMiB: number;
 }
 
 export async function modulesMode(o: ModulesModeOptions): Promise<void> {
@@ -35,20 +40,41 @@ export async function modulesMode(o: ModulesModeOptions): Promise<void> {
   for (const agents of o.counts) {
     // Cumulative: [], [configuration], [configuration, tracker], ...
     for (let k = 0; k <= o.modules.length; k++) {
+      if (o.endsOnly && k > 0 && k < o.modules.length) continue;
       const modules = o.modules.slice(0, k);
       o.log(`N = ${agents}, modules: ${modules.join(", ") || "none (tunnels only)"}`);
       const dir = mkdtempSync(join(tmpdir(), "bench-scale-modules-"));
       try {
         const setup = kasModulesSetup(dir, agents, modules);
-        const m = await measure({ ...o, ...setup, agents, modules, profile: o.profile ?? "heap" });
+        const kasEnv = { ...o.kasEnv, ...setup.kasEnv };
+        const m = await measure({ ...o, ...setup, kasEnv, agents, modules, profile: o.profile ?? "heap" });
         const [before, after] = m.profile?.memory ?? [];
         const per = (key: "heapUsed" | "external") =>
           before && after ? (after.usage[key] - before.usage[key]) / 1024 / agents : Number.NaN;
-        rows.push({ modules, m, heapPerAgentKiB: per("heapUsed"), externalPerAgentKiB: per("external") });
+        // V8's young generation grows (to 32 MiB) under the connection storm and stays: RSS that is
+        // no agent's, a large share of RSS per agent at a few hundred agents.
+        const newSpace = (p: typeof before) =>
+          p?.spaces.find((x) => x.space_name === "new_space")?.space_size ?? 0;
+        const newSpaceGrowthMiB = (newSpace(after) - newSpace(before)) / 2 ** 20;
+        rows.push({
+          modules,
+          m,
+          heapPerAgentKiB: per("heapUsed"),
+          externalPerAgentKiB: per("external"),
+          newSpaceGrowthMiB,
+        });
         o.log(
           `  RSS per agent ${round(m.rssPerAgentKiB)} KiB, heap after GC per agent ${round(per("heapUsed"))} KiB, ` +
             `idle CPU ${round(m.idleCpuPct, 2)} %`,
         );
+        if (m.profile?.snapshots) {
+          o.log("  per agent (heap snapshot, self size growth by type:constructor):");
+          for (const g of growthPerAgent(...m.profile.snapshots, agents, 40)) {
+            o.log(
+              `    ${String(Math.round(g.bytesPerAgent)).padStart(7)} B  x${round(g.countPerAgent, 2)}  ${g.key}`,
+            );
+          }
+        }
         rmSync(m.dir, { recursive: true, force: true });
       } finally {
         rmSync(dir, { recursive: true, force: true });
@@ -62,6 +88,7 @@ export async function modulesMode(o: ModulesModeOptions): Promise<void> {
       rss_per_agent_kib: round(r.m.rssPerAgentKiB),
       heap_per_agent_kib: round(r.heapPerAgentKiB),
       external_per_agent_kib: round(r.externalPerAgentKiB),
+      new_space_growth_mib: round(r.newSpaceGrowthMiB),
       idle_cpu_pct: round(r.m.idleCpuPct, 2),
     }));
     process.stdout.write(`${JSON.stringify(json)}\n`);
@@ -69,7 +96,7 @@ export async function modulesMode(o: ModulesModeOptions): Promise<void> {
   }
   const table = rows.map((r, i) => {
     const prev = i > 0 && rows[i - 1]!.m.agents === r.m.agents ? rows[i - 1] : undefined;
-    const added = r.modules.at(-1);
+    const added = r.modules.length > 1 && o.endsOnly ? r.modules.join(", ") : r.modules.at(-1);
     const delta = (a: number, b: number | undefined) => (b === undefined ? "-" : round(a - b));
     const full = r.modules.length === o.modules.length;
     const verdict = full
@@ -83,6 +110,7 @@ export async function modulesMode(o: ModulesModeOptions): Promise<void> {
       round(r.heapPerAgentKiB),
       delta(r.heapPerAgentKiB, prev?.heapPerAgentKiB),
       round(r.externalPerAgentKiB),
+      round(r.newSpaceGrowthMiB),
       round(r.m.idleCpuPct, 2),
       verdict,
     ];
@@ -97,6 +125,7 @@ export async function modulesMode(o: ModulesModeOptions): Promise<void> {
         "heap after GC per agent KiB",
         "module's heap KiB",
         "external per agent KiB",
+        "new space growth MiB",
         "idle CPU % of one core",
         "target (every module)",
       ],
