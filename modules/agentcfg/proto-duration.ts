@@ -12,27 +12,28 @@ const DIGITS = /^[0-9]*$/;
 
 /** Milliseconds (fractional below 1 ms) in protojson Duration `text`; undefined when protojson refuses it. */
 export function parseProtoDuration(text: string): number | undefined {
-  if (text.length < 2 || !text.endsWith("s")) return undefined;
+  if (!text.endsWith("s")) return undefined;
   let b = text.slice(0, -1);
   const negative = b.startsWith("-");
   if (negative || b.startsWith("+")) b = b.slice(1);
-  if (b === "") return undefined;
-  // Integer part: "0" alone, or digits not starting with 0, or none before a ".".
+  if (b === "") return undefined; // "s", "-s": no number at all (".s" is one)
+  // Integer part: "0" alone, or digits not starting with 0, or none before a "."; whatever follows
+  // must be the fraction.
   let intPart = "";
   if (b[0] === "0") b = b.slice(1);
-  else if (b[0]! >= "1" && b[0]! <= "9") {
+  else {
     const end = b.search(/[^0-9]|$/);
     intPart = b.slice(0, end);
     b = b.slice(end);
-  } else if (b[0] !== ".") return undefined;
+  }
   let frac = "";
   if (b !== "") {
     if (b[0] !== "." || !DIGITS.test(b.slice(1)) || b.length - 1 > 9) return undefined;
     frac = b.slice(1);
   }
-  const seconds = intPart === "" ? 0 : Number(intPart);
+  const seconds = Number(intPart); // Number("") is 0
   if (seconds > MAX_DURATION_SECONDS) return undefined;
-  const nanos = frac === "" ? 0 : Number(frac.padEnd(9, "0"));
+  const nanos = Number(frac.padEnd(9, "0"));
   const ms = seconds * 1000 + nanos / 1e6;
   return negative && ms !== 0 ? -ms : ms;
 }
@@ -44,13 +45,11 @@ export function parseProtoDuration(text: string): number | undefined {
 export function formatProtoDuration(ms: number): string {
   const sign = ms < 0 ? "-" : "";
   const abs = Math.abs(ms);
+  // abs / 1000 is correctly rounded and below 2^53, so it never rounds up to a whole second that abs
+  // has not reached: the remainder below is never negative.
   let seconds = Math.trunc(abs / 1000);
   let nanos = Math.round((abs - seconds * 1000) * 1e6);
-  // abs / 1000 may round up to the next whole second in floating point.
-  if (nanos < 0) {
-    seconds -= 1;
-    nanos += 1e9;
-  }
+  // The remainder may round up to a whole second (999.9999999 ms is "1s").
   if (nanos >= 1e9) {
     seconds += 1;
     nanos -= 1e9;

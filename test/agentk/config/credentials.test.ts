@@ -134,6 +134,10 @@ describe("parseKasHeaders", () => {
     });
   });
 
+  test("a one-character name", () => {
+    expect(parse("X: v")).toEqual({ headers: { X: "v" }, issues: [] });
+  });
+
   test("every token character HTTP allows in a name", () => {
     const name = "!#$%&'*+.^_`|~09azAZ-";
     expect(parse(`${name}: v`)).toEqual({ headers: { [name]: "v" }, issues: [] });
@@ -141,6 +145,7 @@ describe("parseKasHeaders", () => {
 
   test.each([
     ["no colon", "no colon here"],
+    ["no colon, nothing but name characters", "X-NoColon"],
     ["an empty name", ": value"],
     ["a space in the name", "X Foo: v"],
     ["a slash in the name", "X/Foo: v"],

@@ -30,6 +30,9 @@ describe("numbers", () => {
     ["-017", -15],
     ["+0x10", 16],
     ["-.5", -0.5],
+    ["-.55", -0.55],
+    [".55", 0.55],
+    [".5e10", 5e9],
     ["+.5e1", 5],
     [".5e3", 500],
     [".5E-1", 0.05],
@@ -58,9 +61,16 @@ describe("numbers", () => {
     "1:20",
     "2001-12-14",
     "0x1p3",
+    "-",
+    "+",
+    "+x",
+    "-a",
+    ".1.5",
+    ".5x",
   ])("%j stays text", (text) => {
     expect(goYamlNumber(text)).toBeUndefined();
-    if (text !== "") expect(typeof read(text)).toBe("string");
+    // "" is null and "-" a list item to YAML itself; the others read as text.
+    if (text !== "" && text !== "-") expect(typeof read(text)).toBe("string");
   });
 
   test(".inf, -.inf and .nan are the special floats (which GitLab then cannot turn into JSON)", () => {
@@ -72,6 +82,19 @@ describe("numbers", () => {
 
   test.each(["-.nan", "+.nan", ".Nan", ".iNf", "x.inf", ".infx", "inf"])("%s stays text", (t) => {
     expect(read(t)).toBe(t);
+  });
+});
+
+describe("explicit tags", () => {
+  test.each([
+    ['!!int "10"', 10],
+    ['!!bool "yes"', true],
+    ['!!bool "no"', false],
+    ['!!float ".inf"', Number.POSITIVE_INFINITY],
+    ['!!null "~"', null],
+    ["!!str 10", "10"],
+  ])("%s is %j", (text, value) => {
+    expect(read(text)).toBe(value);
   });
 });
 

@@ -34,7 +34,12 @@ describe("parseProtoDuration", () => {
   test.each([
     "",
     "s",
+    "-s",
+    "+s",
+    "-",
     "1",
+    "a.5s",
+    "1a.5s",
     "1m",
     "1h",
     "1ms",

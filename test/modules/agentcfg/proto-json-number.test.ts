@@ -59,6 +59,7 @@ describe("protoJsonInteger", () => {
     "10e-3",
     "100e-3",
     "1.5e-1",
+    "10.5e-1", // the integer digits moved right are zeros, but the fraction is not
     "1.0e-1",
     "1e20",
     "123456789012345678901", // 21 digits
