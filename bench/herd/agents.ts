@@ -12,8 +12,9 @@ import type { AgentsMessage, AgentsPlan, HerdReport } from "./protocol.ts";
 
 const plan = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as AgentsPlan;
 const send = (m: AgentsMessage) => process.send!(m);
-/** A module that failed its first exchange is started again this long after (agentk's modules retry too). */
-const MODULES_RETRY_MS = 1000;
+/** Modules that failed their first exchange start again after a delay doubling from 1 s to 30 s (agentk's modules back off too). */
+const RETRY_FIRST_MS = 1000;
+const RETRY_MAX_MS = 30_000;
 
 interface Agent {
   client: TunnelClient;
@@ -23,6 +24,8 @@ interface Agent {
   /** When it lost its tunnel after the mark (ms, performance.now()), until it is back. */
   downSince: number | undefined;
   tunnelBackMs: number | undefined;
+  /** Failed first exchanges in a row. */
+  failures: number;
 }
 
 let mark: number | undefined;
@@ -40,6 +43,7 @@ function startModules(agent: Agent, session: TunnelSession): void {
     () => {
       if (agent.modules !== m || agent.up) return;
       agent.up = true;
+      agent.failures = 0;
       ups++;
       if (agent.downSince !== undefined) {
         back.push(performance.now() - agent.downSince);
@@ -53,10 +57,12 @@ function startModules(agent: Agent, session: TunnelSession): void {
       if (agent.modules !== m) return;
       moduleFailures++;
       firstError ??= err.message;
+      const delay =
+        Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** agent.failures++) * (0.8 + 0.4 * Math.random());
       setTimeout(() => {
         if (agent.modules === m && agent.client.active === session && !session.closed)
           startModules(agent, session);
-      }, MODULES_RETRY_MS).unref();
+      }, delay).unref();
     },
   );
 }
@@ -73,6 +79,7 @@ function agentFor(token: string): Agent {
     up: false,
     downSince: undefined,
     tunnelBackMs: undefined,
+    failures: 0,
   };
   client.on("connected", (session) => {
     if (agent.downSince !== undefined) agent.tunnelBackMs = performance.now() - agent.downSince;

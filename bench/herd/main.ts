@@ -33,7 +33,7 @@ const { args, log } = benchArgs({
   deadline: "120",
   /** kas's agent.info_cache_ttl. */
   "info-cache-ttl": "300s",
-  concurrency: "50",
+  concurrency: "10",
   "probe-clients": "2",
   "probe-interval": "100",
   /** Modules each agent runs (bench/scale's --modules): all, none, or a comma list. */
