@@ -18,8 +18,6 @@ import { RedisServer } from "../../test/support/redis-server.ts";
 import { makeConfigRepos, makeManifestRepos } from "../lib/agent-repos.ts";
 import { MANIFEST_PROJECT } from "../scale/agent-modules.ts";
 
-/** Agents per configuration project (bench:scale's grouping): each project holds their config files. */
-export const AGENTS_PER_PROJECT = 100;
 export const PROBE_TOKEN = "bench-herd-probe-token-0123456789";
 /** kas under tsx takes seconds to start, more on a busy machine. */
 const SPAWN_MS = 90_000;
@@ -40,6 +38,8 @@ export interface HerdCluster {
 export interface HerdClusterOptions {
   dir: string;
   agents: number;
+  /** Agents per configuration project (bench:scale groups 100): each project holds their config files. */
+  agentsPerProject: number;
   /** agent.info_cache_ttl, e.g. "300s". */
   infoCacheTtl: string;
   log: (line: string) => void;
@@ -54,7 +54,7 @@ export async function startHerdCluster(o: HerdClusterOptions): Promise<HerdClust
         .catch(() => {});
   };
   try {
-    const configProjects = Math.max(1, Math.ceil(o.agents / AGENTS_PER_PROJECT));
+    const configProjects = Math.max(1, Math.ceil(o.agents / o.agentsPerProject));
     // Gitaly's storage "default" is `dir`: configuration projects at config-repos/config-<r>.git
     // (agent i, named bench-<i+1>, in project i % n), the manifest project at bench/manifests.git.
     makeConfigRepos(o.dir, configProjects, o.agents);

@@ -34,6 +34,7 @@ const { args, log } = benchArgs({
   /** kas's agent.info_cache_ttl. */
   "info-cache-ttl": "300s",
   concurrency: "10",
+  "agents-per-project": "100",
   "probe-clients": "2",
   "probe-interval": "100",
   /** Modules each agent runs (bench/scale's --modules): all, none, or a comma list. */
@@ -55,8 +56,21 @@ const dir = mkdtempSync(join(tmpdir(), "bench-herd-"));
 log(
   `bench:herd, ${N} agents with ${MODULES.join(", ")}; load ${round(loadBefore, 2)} on ${cpus().length} cores`,
 );
-const cluster = await startHerdCluster({ dir, agents: N, infoCacheTtl: args["info-cache-ttl"], log });
+const cluster = await startHerdCluster({
+  dir,
+  agents: N,
+  agentsPerProject: Number(args["agents-per-project"]),
+  infoCacheTtl: args["info-cache-ttl"],
+  log,
+});
 let child: ChildProcess | undefined;
+// Interrupted: the replicas, haproxy and Redis go too (they would outlive the runner otherwise).
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => {
+    child?.kill("SIGKILL");
+    void cluster.close().finally(() => process.exit(130));
+  });
+}
 try {
   const t0 = performance.now();
   const plan: AgentsPlan = {
