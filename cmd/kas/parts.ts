@@ -51,7 +51,12 @@ export function openKasParts(o: KasPartsOptions): Promise<KasParts> {
   return undoOnFailure(async (opened) => {
     const gitlab = createGitLabClientFromConfig(config, secrets, log);
     opened(() => gitlab?.close());
-    const authenticator = await createAuthenticatorFromConfig(config, gitlab);
+    const shared = await openKasShared(config, log);
+    opened(() => shared.close());
+    // Answers from GitLab are shared through the modules' Redis connection (when there is Redis).
+    const authenticator = await createAuthenticatorFromConfig(config, gitlab, shared.redis, (err) =>
+      log.debug({ err: err.message }, "redis (agent_info cache)"),
+    );
     const projects = createProjectAccessFromConfig(config, gitlab);
     const proxyAccess = await kubernetesProxyAccess(config);
     const tokenRecheck = createTokenRecheck(authenticator, metrics, log);
@@ -70,8 +75,6 @@ export function openKasParts(o: KasPartsOptions): Promise<KasParts> {
     router.local.on("added", (agentId, tunnel) => metrics.tunnels.track(tunnel, agentId));
     const agentHttp = new AgentHttpProxy(router, { dialTimeoutMs: config.agent.dialTimeoutMs });
     opened(() => agentHttp.destroy());
-    const shared = await openKasShared(config, log);
-    opened(() => shared.close());
     const repositories = createRepositories({
       gitaly: config.gitaly,
       ...(shared.redis && { redis: shared.redis }),

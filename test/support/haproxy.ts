@@ -39,6 +39,8 @@ export interface HaproxyOptions {
   checkIntervalMs?: number;
   /** Deadline for haproxy to listen. Default 10 s. */
   readyTimeoutMs?: number;
+  /** Connections at once (global `maxconn`; each takes two sockets). Default 1000. */
+  maxConnections?: number;
 }
 
 /**
@@ -134,6 +136,7 @@ export class Haproxy {
     balance = "roundrobin",
     checkIntervalMs = 200,
     readyTimeoutMs = 10_000,
+    maxConnections = 1000,
   }: HaproxyOptions) {
     const servers = (prefix: string, list: Array<string | HaproxyServer>) => {
       const all = list.map((s) => (typeof s === "string" ? { address: s } : s));
@@ -166,7 +169,7 @@ export class Haproxy {
       : [];
     const config = [
       "global",
-      "  maxconn 1000",
+      `  maxconn ${maxConnections}`,
       "  log stderr format raw local0 notice",
       `  stats socket ${join(this.#dir, "admin.sock")} mode 600 level admin`,
       "defaults",

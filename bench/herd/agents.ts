@@ -1,0 +1,134 @@
+// The herd's agents, in a process of their own: each one as agentk keeps its tunnel (TunnelClient:
+// redial with agentk's backoff when the tunnel ends) and, on every new tunnel, starts its modules
+// (bench/scale/agent-modules.ts: configuration stream, tracker report, views push, GitOps stream).
+// An agent is "back" once its modules on the new tunnel had their first exchange with kas.
+// IPC with the runner (protocol.ts): "up" once every agent is back the first time; after "mark"
+// (the runner is about to kill a replica) it times each agent that lost its tunnel until it is back;
+// "report" answers with those times.
+import { readFileSync } from "node:fs";
+import { TunnelClient, type TunnelSession } from "../../lib/tunnel/index.ts";
+import { type AgentModules, startAgentModules } from "../scale/agent-modules.ts";
+import type { AgentsMessage, AgentsPlan, HerdReport } from "./protocol.ts";
+
+const plan = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as AgentsPlan;
+const send = (m: AgentsMessage) => process.send!(m);
+/** Modules that failed their first exchange start again after a delay doubling from 1 s to 30 s (agentk's modules back off too). */
+const RETRY_FIRST_MS = 1000;
+const RETRY_MAX_MS = 30_000;
+
+interface Agent {
+  client: TunnelClient;
+  modules: AgentModules | undefined;
+  /** Back on a tunnel with its modules ready. */
+  up: boolean;
+  /** When it lost its tunnel after the mark (ms, performance.now()), until it is back. */
+  downSince: number | undefined;
+  tunnelBackMs: number | undefined;
+  /** Failed first exchanges in a row. */
+  failures: number;
+}
+
+let mark: number | undefined;
+let ups = 0;
+const back: number[] = [];
+const tunnelBack: number[] = [];
+let moduleFailures = 0;
+let firstError: string | undefined;
+
+function startModules(agent: Agent, session: TunnelSession): void {
+  agent.modules?.close();
+  const m = startAgentModules(session, plan.modules);
+  agent.modules = m;
+  m.ready.then(
+    () => {
+      if (agent.modules !== m || agent.up) return;
+      agent.up = true;
+      agent.failures = 0;
+      ups++;
+      if (agent.downSince !== undefined) {
+        back.push(performance.now() - agent.downSince);
+        if (agent.tunnelBackMs !== undefined) tunnelBack.push(agent.tunnelBackMs);
+        agent.downSince = undefined;
+        agent.tunnelBackMs = undefined;
+      }
+      if (ups === plan.tokens.length && mark === undefined) send({ up: ups });
+    },
+    (err: Error) => {
+      if (agent.modules !== m) return;
+      moduleFailures++;
+      firstError ??= err.message;
+      const delay =
+        Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** agent.failures++) * (0.8 + 0.4 * Math.random());
+      setTimeout(() => {
+        if (agent.modules === m && agent.client.active === session && !session.closed)
+          startModules(agent, session);
+      }, delay).unref();
+    },
+  );
+}
+
+function agentFor(token: string): Agent {
+  const client = new TunnelClient({
+    url: plan.url,
+    dial: { headers: { authorization: `Bearer ${token}` }, proxy: false },
+    tunnel: { keepAliveIntervalMs: plan.keepAliveIntervalMs },
+  });
+  const agent: Agent = {
+    client,
+    modules: undefined,
+    up: false,
+    downSince: undefined,
+    tunnelBackMs: undefined,
+    failures: 0,
+  };
+  client.on("connected", (session) => {
+    if (agent.downSince !== undefined) agent.tunnelBackMs = performance.now() - agent.downSince;
+    startModules(agent, session);
+  });
+  client.on("disconnected", () => {
+    agent.modules?.close();
+    agent.modules = undefined;
+    if (agent.up) {
+      agent.up = false;
+      ups--;
+      if (mark !== undefined) agent.downSince = mark;
+    }
+  });
+  // Redial errors are expected while a replica is gone; the runner reads the outcome, not each error.
+  client.on("retry", () => {});
+  return agent;
+}
+
+const agents: Agent[] = [];
+// Progress on stderr (the runner shows it unless --json), so that a stall says where it is.
+setInterval(() => {
+  const tunnels = agents.filter((a) => a.client.active !== undefined).length;
+  process.stderr.write(
+    `  agents: ${ups}/${plan.tokens.length} up, ${tunnels} tunnels, ${moduleFailures} module failures${firstError ? ` (first: ${firstError})` : ""}\n`,
+  );
+}, 5000).unref();
+// Dialed a batch at a time, as agents come up over time, not all in one instant.
+for (let i = 0; i < plan.tokens.length; i += plan.concurrency) {
+  const batch = plan.tokens.slice(i, i + plan.concurrency).map(agentFor);
+  agents.push(...batch);
+  for (const a of batch) a.client.start();
+  await Promise.all(batch.map((a) => a.client.ready(120_000).catch(() => undefined)));
+}
+
+process.on("message", (m: "mark" | "report") => {
+  if (m === "mark") {
+    mark = performance.now();
+    return;
+  }
+  const report: HerdReport = {
+    up: ups,
+    lost: back.length + agents.filter((a) => a.downSince !== undefined).length,
+    backMs: back,
+    tunnelBackMs: tunnelBack,
+    pending: agents.filter((a) => a.downSince !== undefined).length,
+    moduleFailures,
+    ...(firstError !== undefined && { firstError }),
+  };
+  send({ report });
+});
+process.on("disconnect", () => process.exit(0));

@@ -1,0 +1,288 @@
+// npm run bench:herd [-- --agents 10000 --json ...]
+// A replica's worth of agents reconnecting at once: two kas replicas on one Redis behind haproxy,
+// the GitLab and Gitaly test servers, N agents with every module on (agents.ts, a process of its
+// own) through haproxy, and a probe agent on replica 1 that Kubernetes API requests reach through
+// replica 1's proxy. Once every agent is up and a baseline of probe requests is taken, replica 0
+// gets SIGKILL. Measured: how long until each of its agents is back (modules ready on a new
+// tunnel), agents not back by the deadline, GitLab's agent_info and Gitaly's calls, and the probe's
+// p99 during the herd against its p99 before it, in the same run.
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { AGENTK_KEEPALIVE_DEFAULT } from "../../cmd/agentk/config/index.ts";
+import type { GitalyMethod } from "../../test/support/gitaly-server.ts";
+import { PROJECT_INFO_PATH } from "../../test/support/gitlab-api.ts";
+import { parseDuration } from "../../tool/config/values.ts";
+import { benchArgs } from "../lib/args.ts";
+import { markdownTable, percentile, round } from "../lib/stats.ts";
+import { parseModules } from "../scale/agent-modules.ts";
+import { PROBE_TOKEN, startHerdCluster } from "./cluster.ts";
+import { startKubeProbe } from "./kube-probe.ts";
+import type { AgentsMessage, AgentsPlan, HerdReport } from "./protocol.ts";
+
+const { args, log } = benchArgs({
+  agents: "10000",
+  /** Seconds of probe requests before the kill: the baseline. */
+  baseline: "15",
+  /** Seconds after the kill by which every agent should be back (the target). */
+  target: "60",
+  /** Seconds after the kill after which an agent not back is given up on. */
+  deadline: "120",
+  /** kas's agent.info_cache_ttl. */
+  "info-cache-ttl": "300s",
+  concurrency: "10",
+  "agents-per-project": "100",
+  "probe-clients": "2",
+  "probe-interval": "100",
+  /** Modules each agent runs (bench/scale's --modules): all, none, or a comma list. */
+  modules: "all",
+});
+const N = Number(args.agents);
+const MODULES = parseModules(args.modules);
+const TARGET_S = Number(args.target);
+const METHODS: GitalyMethod[] = [
+  "InfoRefsUploadPack",
+  "FindCommit",
+  "TreeEntry",
+  "GetTreeEntries",
+  "GetBlobs",
+];
+const loadBefore = loadavg()[0]!;
+const startedAt = new Date();
+const dir = mkdtempSync(join(tmpdir(), "bench-herd-"));
+log(
+  `bench:herd, ${N} agents with ${MODULES.join(", ")}; load ${round(loadBefore, 2)} on ${cpus().length} cores`,
+);
+const cluster = await startHerdCluster({
+  dir,
+  agents: N,
+  agentsPerProject: Number(args["agents-per-project"]),
+  infoCacheTtl: args["info-cache-ttl"],
+  log,
+});
+let child: ChildProcess | undefined;
+// Interrupted: the replicas, haproxy and Redis go too (they would outlive the runner otherwise).
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => {
+    child?.kill("SIGKILL");
+    void cluster.close().finally(() => process.exit(130));
+  });
+}
+try {
+  const t0 = performance.now();
+  const plan: AgentsPlan = {
+    url: cluster.haproxy.url,
+    tokens: cluster.tokens,
+    modules: [...MODULES],
+    keepAliveIntervalMs: parseDuration(AGENTK_KEEPALIVE_DEFAULT),
+    concurrency: Number(args.concurrency),
+  };
+  const planFile = join(dir, "plan.json");
+  writeFileSync(planFile, JSON.stringify(plan));
+  child = spawn(
+    process.execPath,
+    ["--import", "tsx", new URL("./agents.ts", import.meta.url).pathname, planFile],
+    {
+      stdio: ["ignore", "ignore", args.json ? "ignore" : "inherit", "ipc"],
+    },
+  );
+  const agentsProc = child;
+  const messages: AgentsMessage[] = [];
+  agentsProc.on("message", (m: AgentsMessage) => messages.push(m));
+  const next = async <K extends "up" | "report">(key: K, timeoutMs: number) => {
+    const until = performance.now() + timeoutMs;
+    for (;;) {
+      const i = messages.findIndex((m) => key in m);
+      if (i >= 0) return messages.splice(i, 1)[0] as Extract<AgentsMessage, Record<K, unknown>>;
+      if (agentsProc.exitCode !== null) throw new Error(`agents process exited (${agentsProc.exitCode})`);
+      if (performance.now() > until) throw new Error(`no "${key}" from the agents within ${timeoutMs} ms`);
+      await once(agentsProc, "message", {
+        signal: AbortSignal.timeout(Math.max(1, Math.ceil(until - performance.now()))),
+      }).catch(() => {});
+    }
+  };
+  const report = async (): Promise<HerdReport> => {
+    agentsProc.send("report");
+    return (await next("report", 30_000)).report;
+  };
+  log(`  ${N} agents connecting through haproxy`);
+  await next("up", 30 * 60_000);
+  const upS = (performance.now() - t0) / 1000;
+  const agentInfoBefore = cluster.gitlab.agentInfoRequests;
+  log(
+    `  all ${N} agents up with their modules in ${round(upS)} s; GitLab agent_info calls so far ${agentInfoBefore}`,
+  );
+
+  const probe = startKubeProbe({
+    kubernetesApi: cluster.kas[1]!.addresses.kubernetesApi,
+    token: PROBE_TOKEN,
+    clients: Number(args["probe-clients"]),
+    intervalMs: Number(args["probe-interval"]),
+  });
+  await sleep(Number(args.baseline) * 1000); // pacing: the baseline window is a length of time
+  const onVictim = count(cluster.kas[0]!.out(), '"msg":"agent connected"');
+  const gitalyBefore = Object.fromEntries(METHODS.map((m) => [m, cluster.gitaly.calls(m)]));
+  const gitlabBefore = { agentInfo: cluster.gitlab.agentInfoRequests, projectInfo: projectInfo() };
+  agentsProc.send("mark");
+  const kill = performance.now();
+  cluster.kas[0]!.child.kill("SIGKILL");
+  log(`  SIGKILL to replica 0 (${onVictim} agent tunnels logged there); waiting for its agents`);
+  let r = await report();
+  while (performance.now() - kill < Number(args.deadline) * 1000) {
+    if (r.lost > 0 && r.pending === 0 && r.up === N) break;
+    await sleep(250); // polling the agents' process for its counts
+    r = await report();
+  }
+  const herdEnd = performance.now();
+  await probe.stop();
+  const before = probe.samples.filter((s) => s.at < kill);
+  const during = probe.samples.filter((s) => s.at >= kill && s.at <= herdEnd);
+  const gitaly = Object.fromEntries(METHODS.map((m) => [m, cluster.gitaly.calls(m) - gitalyBefore[m]!]));
+  const gitalyDuring = Object.values(gitaly).reduce((a, b) => a + b, 0);
+  const agentInfoDuring = cluster.gitlab.agentInfoRequests - gitlabBefore.agentInfo;
+  const elapsedS = (performance.now() - t0) / 1000;
+  const ttlS = parseDuration(args["info-cache-ttl"]) / 1000;
+  const allowedAgentInfo = N * Math.ceil(elapsedS / ttlS);
+  const givenUp = N - r.up;
+  const s = (ms: number) => round(ms / 1000, 2);
+  const p = (xs: number[], q: number) => (xs.length ? percentile(xs, q) : Number.NaN);
+  const p99Before = p(
+    before.map((x) => x.ms),
+    99,
+  );
+  const p99During = p(
+    during.map((x) => x.ms),
+    99,
+  );
+  const result = {
+    date: startedAt.toISOString(),
+    agents: N,
+    load_before: round(loadBefore, 2),
+    load_after: round(loadavg()[0]!, 2),
+    first_up_s: round(upS),
+    lost: r.lost,
+    back: r.backMs.length,
+    back_s: { p50: s(p(r.backMs, 50)), p99: s(p(r.backMs, 99)), max: s(Math.max(...r.backMs)) },
+    tunnel_back_s: {
+      p50: s(p(r.tunnelBackMs, 50)),
+      p99: s(p(r.tunnelBackMs, 99)),
+      max: s(Math.max(...r.tunnelBackMs)),
+    },
+    given_up: givenUp,
+    module_failures: r.moduleFailures,
+    ...(r.firstError && { first_module_error: r.firstError }),
+    agent_info: {
+      before_kill: gitlabBefore.agentInfo,
+      during_herd: agentInfoDuring,
+      total: cluster.gitlab.agentInfoRequests,
+      allowed: allowedAgentInfo,
+    },
+    project_info_during_herd: projectInfo() - gitlabBefore.projectInfo,
+    gitaly_during_herd: {
+      total: gitalyDuring,
+      by_method: gitaly,
+      configuration_projects: cluster.configProjects,
+    },
+    kube_p99_ms: {
+      before: round(p99Before),
+      during: round(p99During),
+      ratio: round(p99During / p99Before, 2),
+    },
+    kube_p50_ms: {
+      before: round(
+        p(
+          before.map((x) => x.ms),
+          50,
+        ),
+      ),
+      during: round(
+        p(
+          during.map((x) => x.ms),
+          50,
+        ),
+      ),
+    },
+    kube_requests: {
+      before: before.length,
+      during: during.length,
+      failed_during: during.filter((x) => !x.ok).length,
+    },
+  };
+  if (args.json) {
+    process.stdout.write(`${JSON.stringify(result)}\n`);
+  } else {
+    const ok = (b: boolean) => (b ? "ok" : "MISSED");
+    // Every lost agent back, the last within the target (none back is no pass).
+    const maxS =
+      r.backMs.length === r.lost && r.lost > 0 ? Math.max(...r.backMs) / 1000 : Number.POSITIVE_INFINITY;
+    console.log(
+      markdownTable(
+        ["metric", "measured", "target"],
+        [
+          ["agents lost with replica 0", r.lost, "-"],
+          [
+            "back: p50 / p99 / max s",
+            `${result.back_s.p50} / ${result.back_s.p99} / ${result.back_s.max}`,
+            `max <= ${TARGET_S} s: ${ok(maxS <= TARGET_S)}`,
+          ],
+          [
+            "tunnel up again: p50 / p99 / max s",
+            `${result.tunnel_back_s.p50} / ${result.tunnel_back_s.p99} / ${result.tunnel_back_s.max}`,
+            "-",
+          ],
+          [`agents given up on (not back in ${args.deadline} s)`, givenUp, `0: ${ok(givenUp === 0)}`],
+          ["GitLab agent_info calls during the herd", agentInfoDuring, "-"],
+          [
+            `GitLab agent_info calls in all (${round(elapsedS, 0)} s, TTL ${ttlS} s)`,
+            cluster.gitlab.agentInfoRequests,
+            `<= ${allowedAgentInfo}: ${ok(cluster.gitlab.agentInfoRequests <= allowedAgentInfo)}`,
+          ],
+          ["GitLab project_info calls during the herd", result.project_info_during_herd, "-"],
+          [
+            `Gitaly calls during the herd (${cluster.configProjects} configuration projects + 1 manifest project)`,
+            gitalyDuring,
+            `<= ${cluster.configProjects + 1}: ${ok(gitalyDuring <= cluster.configProjects + 1)}`,
+          ],
+          [
+            "kube API p99 ms before / during the herd",
+            `${result.kube_p99_ms.before} / ${result.kube_p99_ms.during} (${result.kube_p99_ms.ratio}x)`,
+            `<= 3x: ${ok(result.kube_p99_ms.ratio <= 3)}`,
+          ],
+          [
+            "kube API p50 ms before / during",
+            `${result.kube_p50_ms.before} / ${result.kube_p50_ms.during}`,
+            "-",
+          ],
+          [
+            "kube API requests before / during (failed)",
+            `${before.length} / ${during.length} (${result.kube_requests.failed_during})`,
+            "-",
+          ],
+        ],
+      ),
+    );
+    console.log(
+      `\nGitaly calls during the herd by method: ${Object.entries(gitaly)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(", ")}. ` +
+        `Module first exchanges that failed and were retried: ${r.moduleFailures}${r.firstError ? ` (first: ${r.firstError})` : ""}. ` +
+        `All ${N} agents first came up in ${round(upS)} s (GitLab agent_info calls then: ${agentInfoBefore}). ` +
+        `Load average ${round(loadBefore, 2)} before, ${result.load_after} after.`,
+    );
+  }
+} finally {
+  child?.kill("SIGKILL");
+  await cluster.close();
+  rmSync(dir, { recursive: true, force: true });
+}
+
+function count(text: string, needle: string): number {
+  return text.split(needle).length - 1;
+}
+
+function projectInfo(): number {
+  return cluster.gitlab.requests.filter((r) => r.path === PROJECT_INFO_PATH).length;
+}

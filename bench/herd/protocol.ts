@@ -1,0 +1,30 @@
+// What the runner (main.ts) and the agents' process (agents.ts) say to each other over IPC.
+import type { ModuleName } from "../scale/agent-modules.ts";
+
+export interface AgentsPlan {
+  /** haproxy's frontend for agents, ws://… */
+  url: string;
+  tokens: string[];
+  modules: ModuleName[];
+  keepAliveIntervalMs: number;
+  /** Agents dialed at once while they first come up. */
+  concurrency: number;
+}
+
+export interface HerdReport {
+  /** Agents back on a tunnel with their modules ready, now. */
+  up: number;
+  /** Agents that lost their tunnel after the mark. */
+  lost: number;
+  /** For each of them that is back: ms from the mark until its modules were ready again. */
+  backMs: number[];
+  /** ... until its new tunnel was up. */
+  tunnelBackMs: number[];
+  /** Lost and not back yet. */
+  pending: number;
+  /** First exchanges of modules that failed (and were started again). */
+  moduleFailures: number;
+  firstError?: string;
+}
+
+export type AgentsMessage = { up: number } | { report: HerdReport };
