@@ -170,7 +170,11 @@ test("a peer without a bearer token, with a malformed one or an invalid one: 401
       },
       (e: unknown) => e as HandshakeError,
     );
-  for (const headers of [{}, { authorization: "Basic abc" }, { authorization: "Bearer a b" }]) {
+  for (const headers of [
+    {} as Record<string, string>,
+    { authorization: "Basic abc" },
+    { authorization: "Bearer a b" },
+  ]) {
     const err = await refusal(headers);
     expect(err).toBeInstanceOf(HandshakeError);
     expect(err!.status).toBe(401);
