@@ -83,9 +83,11 @@ test("a peer that refuses the credentials (401, 403): PeerRejectedError with the
     expect((err as PeerRejectedError).peerUrl).toBe(server.url);
     expect((err as PeerRejectedError).cause).toBeInstanceOf(HandshakeError);
     expect(p.size).toBe(0);
+    // The same through a caller's signal.
+    await expect(p.open(server.url, new AbortController().signal)).rejects.toBeInstanceOf(PeerRejectedError);
     refuseWith = 0;
     await open(p);
-    expect(handshakes).toEqual(["Bearer t1", "Bearer t2"]); // a fresh token each dial
+    expect(handshakes).toEqual(["Bearer t1", "Bearer t2", "Bearer t3"]); // a fresh token each dial
     handshakes = [];
     p.destroy();
   }
@@ -139,12 +141,15 @@ test("a draining tunnel is replaced by a fresh dial, and closed once its streams
 });
 
 test("a tunnel that cannot open another stream is left to its streams; the next open dials a fresh one", async () => {
+  const before = new Set(server.sessions);
   const p = pool({ tunnel: { keepAliveIntervalMs: 0, maxStreams: 1 } });
   const first = await open(p);
   const second = await open(p); // the first tunnel is full
   expect(handshakes).toEqual(["Bearer t1", "Bearer t2"]);
   expect(p.size).toBe(1);
-  // The full tunnel was not closed: its stream still works.
+  // The full tunnel was not told to go away (it is full, not draining): its stream still works.
+  const [full] = serverSessions().filter((s) => !before.has(s));
+  expect(full!.draining).toBe(false);
   expect(first.destroyed).toBe(false);
   second.destroy();
   p.destroy();

@@ -170,7 +170,15 @@ test("a peer without a bearer token, with a malformed one or an invalid one: 401
       },
       (e: unknown) => e as HandshakeError,
     );
-  for (const headers of [{}, { authorization: "Basic abc" }, { authorization: "Bearer a b" }]) {
+  const valid = await auth.sign("r2");
+  for (const headers of [
+    {} as Record<string, string>,
+    { authorization: "Basic abc" },
+    { authorization: "Bearer a b" },
+    // A valid token, but not alone after the scheme: refused before it is read.
+    { authorization: `XBearer ${valid}` },
+    { authorization: `Bearer ${valid} more` },
+  ]) {
     const err = await refusal(headers);
     expect(err).toBeInstanceOf(HandshakeError);
     expect(err!.status).toBe(401);
