@@ -62,7 +62,7 @@ export async function kubernetesUpstream(
     async prepare(incoming, identity) {
       const as = identityOf(identity);
       const { tls, headers } = await settings.get();
-      return { agent: agents.for(tls), headers: clusterHeaders(incoming, headers, as) };
+      return { ...agents.for(tls), headers: clusterHeaders(incoming, headers, as) };
     },
     destroy: () => agents.destroy(),
   };
