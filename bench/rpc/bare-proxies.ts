@@ -1,9 +1,9 @@
 // The floor under kas's Kubernetes API proxy: the same three HTTP hops (client -> TLS front ->
-// second hop -> API server) with nothing else. The front is a node:https server sending each
-// request on with an undici pool over loopback TCP, as kas does over the tunnel; the second hop
-// is a node:http server sending it to the API server with node:https and a keep-alive agent, as
-// agentk does. No tunnel, no authorization, no header rules, no metrics, no error handling
-// beyond failing the request: what Node's HTTP stack alone costs for two proxies in a chain.
+// second hop -> API server) with nothing else. Each hop sends the request on with an undici pool,
+// as kas (over the tunnel) and agentk (to the API server) do: the front, a node:https server, over
+// loopback TCP; the second hop, a node:http server, over TLS to the API server. No tunnel, no
+// authorization, no header rules, no metrics, no error handling beyond failing the request: what
+// Node's HTTP stack alone costs for two proxies in a chain.
 import * as http from "node:http";
 import * as https from "node:https";
 import type { AddressInfo } from "node:net";
@@ -21,25 +21,18 @@ export async function startBareProxies(o: {
   /** The front's certificate. */
   tls: { cert: string; key: string };
 }): Promise<BareProxies> {
-  const target = new URL(o.upstream.url);
-  const agent = new https.Agent({ keepAlive: true, ca: o.upstream.caCert });
+  const upstream = new Pool(o.upstream.url, { connect: { ca: o.upstream.caCert } });
+  const host = new URL(o.upstream.url).host;
   const second = http.createServer((req, res) => {
-    const up = https.request(
-      {
-        host: target.hostname,
-        port: target.port,
-        path: req.url,
-        method: req.method,
-        headers: { ...req.headers, host: target.host, authorization: `Bearer ${o.upstream.token}` },
-        agent,
-      },
-      (ur) => {
-        res.writeHead(ur.statusCode ?? 502, ur.headers);
-        ur.pipe(res);
-      },
-    );
-    up.on("error", () => res.destroy());
-    req.pipe(up);
+    const { connection: _hop, ...rest } = req.headers;
+    const headers = { ...rest, host, authorization: `Bearer ${o.upstream.token}` };
+    upstream
+      .request({ path: req.url ?? "/", method: "GET", headers: headers as Record<string, string | string[]> })
+      .then((up) => {
+        res.writeHead(up.statusCode, up.headers as http.OutgoingHttpHeaders);
+        up.body.pipe(res);
+      })
+      .catch(() => res.destroy());
   });
   await listen(second);
   const pool = new Pool(`http://127.0.0.1:${(second.address() as AddressInfo).port}`);
@@ -59,8 +52,7 @@ export async function startBareProxies(o: {
     async close() {
       front.closeAllConnections();
       second.closeAllConnections();
-      await Promise.all([close(front), close(second), pool.close()]);
-      agent.destroy();
+      await Promise.all([close(front), close(second), pool.close(), upstream.close()]);
     },
   };
 }

@@ -62,27 +62,45 @@ export async function kubernetesUpstream(
     async prepare(incoming, identity) {
       const as = identityOf(identity);
       const { tls, headers } = await settings.get();
-      return { agent: agents.for(tls), headers: clusterHeaders(incoming, headers, as) };
+      return { ...agents.for(tls), headers: clusterHeaders(incoming, headers, as) };
     },
     destroy: () => agents.destroy(),
   };
 }
 
-/** kas's decision on whom the cluster sees; without a readable one the request is refused. */
-let lastIdentity: { value: string; identity: ClusterIdentity } | undefined;
+/** kas's decision as agentk applies it: whom the cluster sees, and the headers saying so when kas impersonates. */
+interface Decision {
+  identity: ClusterIdentity;
+  /** Built once per decision, not per request (frozen: every request of the decision shares them). */
+  impersonation?: Readonly<Record<string, string | readonly string[]>>;
+}
 
-function identityOf(value: string | undefined): ClusterIdentity {
+/** kas's decision on whom the cluster sees; without a readable one the request is refused. */
+let lastDecision: { value: string; decision: Decision } | undefined;
+
+function identityOf(value: string | undefined): Decision {
   // A caller's requests carry the same value (kas encodes each decision once): decoded once too,
   // not on every request of a watch-heavy client.
-  if (value !== undefined && value === lastIdentity?.value) return lastIdentity.identity;
+  if (value !== undefined && value === lastDecision?.value) return lastDecision.decision;
   try {
     const identity = decodeIdentity(value);
-    lastIdentity = { value: value!, identity };
-    return identity;
+    const decision: Decision =
+      identity.as === "impersonate"
+        ? { identity, impersonation: freeze(impersonationHeaders(identity.who)) }
+        : { identity };
+    lastDecision = { value: value!, decision };
+    return decision;
   } catch (err) {
     if (err instanceof IdentityError) throw new HttpError(403, `${err.message}: refused`);
     throw err;
   }
+}
+
+function freeze(
+  headers: Record<string, string | string[]>,
+): Readonly<Record<string, string | readonly string[]>> {
+  for (const value of Object.values(headers)) if (Array.isArray(value)) Object.freeze(value);
+  return Object.freeze(headers);
 }
 
 /**
@@ -93,13 +111,13 @@ function identityOf(value: string | undefined): ClusterIdentity {
 function clusterHeaders(
   incoming: http.OutgoingHttpHeaders,
   own: http.OutgoingHttpHeaders,
-  as: ClusterIdentity,
+  { identity, impersonation }: Decision,
 ): http.OutgoingHttpHeaders {
   const out: http.OutgoingHttpHeaders = {};
   for (const name in incoming)
     if (!FROM_KAS_NEVER.has(name) && !isImpersonationHeader(name)) out[name] = incoming[name];
-  for (const name in own) if (as.as === "agent" || !isImpersonationHeader(name)) out[name] = own[name];
-  if (as.as === "impersonate") Object.assign(out, impersonationHeaders(as.who));
+  for (const name in own) if (identity.as === "agent" || !isImpersonationHeader(name)) out[name] = own[name];
+  if (impersonation !== undefined) Object.assign(out, impersonation);
   return out;
 }
 

@@ -10,7 +10,8 @@ import {
   type ServerResponse,
 } from "node:http";
 import type { AddressInfo } from "node:net";
-import { afterEach, describe, expect, test } from "vitest";
+import { Pool } from "undici";
+import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { createForwarder, type Forwarder, type RequestOutcome } from "../../../tool/http/proxy/index.ts";
 import { rawExchange } from "../../support/raw-http.ts";
 
@@ -32,17 +33,26 @@ async function listen(
   return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
 }
 
+/** Which client the forwarder's plain requests go upstream with, per describe block below. */
+let client: "node:http" | "undici" = "node:http";
+
 /** upstream <- forwarder (on its own HTTP server) <- the test's requests. */
 async function rig(upstream: (req: IncomingMessage, res: ServerResponse) => void) {
   const up = await listen(upstream);
   const statuses: RequestOutcome[] = [];
   const warnings: { obj: Record<string, unknown>; msg: string }[] = [];
   const agent = new Agent({ keepAlive: true });
+  // Plain requests through undici when the upstream offers a dispatcher (agentk's Kubernetes one does).
+  const dispatcher =
+    client === "undici" ? new Pool(up.url, { headersTimeout: 0, bodyTimeout: 0 }) : undefined;
   const forwarder: Forwarder = createForwarder(
     {
       url: new URL(`${up.url}/base`),
-      prepare: (h) => ({ agent, headers: { ...h, "x-added": "yes" } }),
-      destroy: () => agent.destroy(),
+      prepare: (h) => ({ agent, ...(dispatcher && { dispatcher }), headers: { ...h, "x-added": "yes" } }),
+      destroy: () => {
+        agent.destroy();
+        dispatcher?.destroy();
+      },
     },
     {
       errorBody: (code, message) => ({ contentType: "text/plain", body: `${code} ${message}` }),
@@ -69,7 +79,11 @@ async function text(res: IncomingMessage): Promise<string> {
   return body;
 }
 
-describe("agentk's forwarder", () => {
+describe.each(["node:http", "undici"] as const)("agentk's forwarder (plain requests through %s)", (via) => {
+  beforeEach(() => {
+    client = via;
+  });
+
   test("path under the base, Host rewritten, hop-by-hop headers dropped, the module's headers added", async () => {
     let seen: IncomingMessage | undefined;
     const { up, front } = await rig((req, res) => {

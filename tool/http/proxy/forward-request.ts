@@ -1,6 +1,8 @@
 // The forwarder's plain requests: the request streams upstream, the response streams back; an
 // error before the response's head is the proxy's own answer, after it the response is cut short.
 import type * as http from "node:http";
+import type { Readable } from "node:stream";
+import type { Dispatcher } from "undici";
 import { CLIENT_CLOSED, type ForwardContext, relayableHead } from "./forward-context.ts";
 import { endToEnd } from "./hop-by-hop.ts";
 import { relayBody } from "./relay-body.ts";
@@ -26,15 +28,15 @@ export function forwardRequest(
     done?.(res.writableFinished ? answer.status : answer.failed ? "aborted" : CLIENT_CLOSED),
   );
   ctx.outgoing(req, false).then(
-    (opts) => {
-      const up = ctx.client.request(opts);
+    ({ options, dispatcher }) => {
+      if (dispatcher !== undefined) return viaUndici(ctx, answer, options, dispatcher);
+      const up = ctx.client.request(options);
       up.on("error", (err) => {
         if (res.headersSent) return failMidway(ctx, answer, err);
         if (res.destroyed) return;
-        ctx.warn(err, req, "upstream request failed");
-        fail(ctx, answer, 502, `upstream ${ctx.upstream.url.host} failed: ${err.message}`);
+        upstreamFailed(ctx, answer, err);
       });
-      up.on("response", (ur) => relayResponse(ctx, answer, ur));
+      up.on("response", (ur) => relayResponse(ctx, answer, ur, ur));
       // The client went away (or the stream was reset) before the response finished.
       res.once("close", () => {
         if (!res.writableFinished) up.destroy();
@@ -49,8 +51,59 @@ export function forwardRequest(
   );
 }
 
+/**
+ * The same request through undici: what both clients share (hop-by-hop rule, headers, relay,
+ * failures) is the same; the body streams upstream only when the request has one, as undici
+ * would otherwise announce an empty chunked body on a GET.
+ */
+function viaUndici(
+  ctx: ForwardContext,
+  answer: Answer,
+  options: http.RequestOptions,
+  dispatcher: Dispatcher,
+): void {
+  const { req, res } = answer;
+  const abort = new AbortController();
+  // The client went away (or the stream was reset) before the response finished.
+  res.once("close", () => {
+    if (!res.writableFinished) abort.abort();
+  });
+  const hasBody =
+    req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
+  dispatcher
+    .request({
+      origin: ctx.upstream.url.origin,
+      path: options.path!,
+      method: req.method as Dispatcher.HttpMethod,
+      headers: options.headers as Record<string, string | string[]>,
+      body: hasBody ? req : null,
+      signal: abort.signal,
+    })
+    .then(
+      (ur) => {
+        if (res.destroyed) return void ur.body.destroy();
+        const head = { statusCode: ur.statusCode, statusMessage: ur.statusText, headers: ur.headers };
+        relayResponse(ctx, answer, head, ur.body);
+      },
+      (err: Error) => {
+        if (!res.destroyed) upstreamFailed(ctx, answer, err);
+      },
+    );
+}
+
+/** No response from the upstream: 502. */
+function upstreamFailed(ctx: ForwardContext, answer: Answer, err: Error): void {
+  ctx.warn(err, answer.req, "upstream request failed");
+  fail(ctx, answer, 502, `upstream ${ctx.upstream.url.host} failed: ${err.message}`);
+}
+
+/** A response's head, as node:http's client and undici both give it. */
+type Head = Pick<http.IncomingMessage, "statusCode" | "statusMessage"> & {
+  headers: http.IncomingHttpHeaders;
+};
+
 /** The upstream's response, head and body, to the client. */
-function relayResponse(ctx: ForwardContext, answer: Answer, ur: http.IncomingMessage): void {
+function relayResponse(ctx: ForwardContext, answer: Answer, ur: Head, body: Readable): void {
   const { req, res } = answer;
   // An answer node:http's client reads but its server would refuse to write (a status
   // below 100, control characters in the reason) is the upstream's fault, not a crash.
@@ -60,7 +113,7 @@ function relayResponse(ctx: ForwardContext, answer: Answer, ur: http.IncomingMes
     answer.status = head.status;
     res.writeHead(answer.status, head.message, endToEnd(ur.headers));
   } catch (err) {
-    ur.destroy();
+    body.destroy();
     ctx.warn(err as Error, req, "upstream answered with a response that cannot be relayed");
     fail(
       ctx,
@@ -70,9 +123,9 @@ function relayResponse(ctx: ForwardContext, answer: Answer, ur: http.IncomingMes
     );
     return;
   }
-  ur.on("error", (err) => failMidway(ctx, answer, err)); // before the relay's own listener: counted as "aborted"
+  body.on("error", (err) => failMidway(ctx, answer, err)); // before the relay's own listener: counted as "aborted"
   // Failures are seen by failMidway above, or by the close listener (the client left).
-  relayBody(ur, res).catch(() => {});
+  relayBody(body, res).catch(() => {});
 }
 
 /** Once the head is out, a failure can only cut the response short: the client sees a reset. */

@@ -36,8 +36,8 @@ export function forwardUpgrade(
   // Before an answer: the client left. After one: already recorded, so this does nothing.
   socket.once("close", () => client.done(CLIENT_CLOSED));
   ctx.outgoing(req, true).then(
-    (opts) => {
-      const up = ctx.client.request(opts);
+    ({ options }) => {
+      const up = ctx.client.request(options);
       socket.once("close", () => up.destroy());
       up.on("error", (err) => {
         if (socket.destroyed) return;

@@ -19,8 +19,11 @@ describe("Kubernetes API proxy (kas and agentk in-process)", () => {
   const watches: ServerResponse[] = [];
   // What agentk's Kubernetes module reaches: a tiny API server.
   const apiServer = createServer((req, res) => {
-    seen = req.headers;
-    seenUrl = req.url;
+    // agentk's own leader election reaches this server too, at any moment: not a proxied request.
+    if (!req.url?.startsWith("/apis/coordination.k8s.io/")) {
+      seen = req.headers;
+      seenUrl = req.url;
+    }
     if (req.url?.includes("watch=true")) {
       res.writeHead(200, { "content-type": "application/json" });
       res.write(`${JSON.stringify({ type: "ADDED", object: { metadata: { name: "a" } } })}\n`);
