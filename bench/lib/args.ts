@@ -16,7 +16,23 @@ export function benchArgs<const D extends Record<string, string | boolean>>(
         : { type: "string" as const, default: value },
     ]),
   );
-  const args = parseArgs({ options }).values as Values<D>;
+  const argv = process.argv.slice(2);
+  if (argv.includes("--help") || argv.includes("-h")) {
+    const lines = Object.entries({ json: false, ...defaults }).map(([name, value]) =>
+      typeof value === "boolean" ? `  --${name}` : `  --${name} <value>  (default ${value})`,
+    );
+    process.stdout.write(
+      `options (see BENCHMARKS.md for what each benchmark measures):\n${lines.join("\n")}\n`,
+    );
+    process.exit(0);
+  }
+  let args: Values<D>;
+  try {
+    args = parseArgs({ args: argv, options }).values as Values<D>;
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}; --help lists the options\n`);
+    process.exit(2);
+  }
   const log = (line: string) => {
     if (!args.json) process.stderr.write(`${line}\n`);
   };
