@@ -199,7 +199,7 @@ describe("pings", () => {
       message: expect.stringMatching(/30 ms/),
     });
     peer.send(encodeHeader(FrameType.Ping, Flag.ACK, 0, 0));
-    expect(await session.ping(5000).catch((e) => e)).toMatchObject({ code: "ETIMEDOUT" }); // nobody answers
+    expect(await session.ping(50).catch((e) => e)).toMatchObject({ code: "ETIMEDOUT" }); // nobody answers
     expect(session.rttMs).toBe(0);
     expect(session.closed).toBe(false); // an explicit ping's timeout does not end the session
     session.destroy();
@@ -433,5 +433,32 @@ describe("keepalive", () => {
     await settled();
     expect(ours()).toBe(2);
     session.destroy();
+  });
+});
+
+describe("keepalive failures", () => {
+  afterEach(() => vi.useRealTimers());
+
+  test("a keepalive ping left unanswered ends the session with ETIMEDOUT", async () => {
+    vi.useFakeTimers({ toFake: ["setInterval", "clearInterval", "setTimeout", "clearTimeout"] });
+    const { session, peer } = await rawPair({ keepAliveIntervalMs: 3200, keepAliveTimeoutMs: 500 });
+    peer.answerPings = false;
+    await peer.next((h) => h.type === FrameType.Ping && h.flags === Flag.SYN, "the first ping");
+    const closed = once(session, "close");
+    vi.advanceTimersByTime(499);
+    expect(session.closed).toBe(false);
+    vi.advanceTimersByTime(1);
+    expect((await closed)[0]).toMatchObject({ code: "ETIMEDOUT" });
+  });
+
+  test("a duplicate SYN is a protocol error", async () => {
+    const { session, peer } = await rawPair({ client: false });
+    session.on("stream", (s) => s.on("error", () => {}));
+    const closed = once(session, "close");
+    peer.send(syn(1), syn(1));
+    expect((await closed)[0]).toMatchObject({
+      code: "ERR_YAMUX_PROTOCOL",
+      message: expect.stringMatching(/duplicate SYN/),
+    });
   });
 });
