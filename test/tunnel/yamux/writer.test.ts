@@ -335,6 +335,22 @@ describe("ticks, corks and frames without payload", () => {
     }
   });
 
+  test("an uncork that wrote this tick's frames makes the next uncork of the tick wait for its end", async () => {
+    const conn = new PacedConn(1 << 20, false);
+    const { w } = writer(conn);
+    w.cork();
+    w.ordered(FrameType.Data, 0, 1, Buffer.from("a"));
+    w.uncork();
+    expect(conn.calls).toHaveLength(1);
+    w.cork();
+    w.ordered(FrameType.Data, 0, 1, Buffer.from("b"));
+    w.uncork();
+    expect(conn.calls).toHaveLength(1);
+    await tick();
+    expect(conn.frames().map((x) => x.payload)).toEqual(["a", "b"]);
+    expect(conn.calls).toHaveLength(2);
+  });
+
   test("FIN frames (no payload) go out idle, queued, flushed and failed alike", async () => {
     const conn = new PacedConn(1 << 20, false);
     const { w } = writer(conn);
