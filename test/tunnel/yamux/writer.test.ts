@@ -381,19 +381,28 @@ describe("ticks, corks and frames without payload", () => {
   });
 
   test("a batch the connection does not take at once congests the writer: the next frame waits", async () => {
-    const conn = new PacedConn(40);
+    const conn = new PacedConn(1000);
     const { w } = writer(conn);
     w.ordered(FrameType.Data, 0, 1, Buffer.from("a")); // 13 bytes: below the mark
-    w.ordered(FrameType.Data, 0, 1, Buffer.alloc(20));
-    w.ordered(FrameType.Data, 0, 1, Buffer.alloc(20)); // this tick's batch takes it past the mark
+    w.ordered(FrameType.Data, 0, 1, Buffer.alloc(20 * 1024)); // this tick's batch takes it past the mark
     await tick();
     expect(w.congested).toBe(true);
     const before = conn.calls.length;
     w.ordered(FrameType.Data, 0, 1, Buffer.from("z"));
+    await tick();
     expect(conn.calls).toHaveLength(before);
     conn.open();
     await tick();
-    expect(conn.frames().map((x) => x.payload?.length)).toEqual([1, 20, 20, 1]);
+    expect(conn.frames().map((x) => x.payload?.length)).toEqual([1, 20 * 1024, 1]);
+  });
+
+  test("a batch of large payloads none of which has a callback is written whole", async () => {
+    const { conn, w } = await congested();
+    w.ordered(FrameType.Data, 0, 1, Buffer.alloc(20 * 1024, 65));
+    w.ordered(FrameType.Data, 0, 1, Buffer.alloc(20 * 1024, 66));
+    conn.open();
+    await tick();
+    expect(conn.frames().map((x) => x.payload?.[0])).toEqual(["f", "A", "B"]);
   });
 
   test("with a message path, a tick's batch goes through it too", async () => {
