@@ -16,6 +16,10 @@ import {
 import { until } from "../../support/until.ts";
 import { rawPair } from "./harness.ts";
 
+// A broken rule should fail its test well before the suite's minute: a mutation run (MUTATION.md)
+// would otherwise count it a timeout and restart its worker.
+vi.setConfig({ testTimeout: 8_000 });
+
 const syn = (id: number) => encodeHeader(FrameType.WindowUpdate, Flag.SYN, id, 0);
 
 describe("stream ids", () => {
