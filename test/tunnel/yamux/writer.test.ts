@@ -255,6 +255,11 @@ describe("more edges", () => {
     conn.open();
     await tick();
     expect(done).toEqual(["copied", "referenced"]);
+    // The connection took it without asking to wait: the writer is not congested, the next frame goes.
+    expect(w.congested).toBe(false);
+    w.ordered(FrameType.Data, 0, 1, Buffer.from("after"));
+    await tick();
+    expect(conn.frames().map((x) => x.payload?.length)).toEqual([16 * 1024 - 1, 16 * 1024, 5]);
   });
 
   test("while congested, even a lone small frame waits for the drain", async () => {
