@@ -466,3 +466,47 @@ describe("keepalive failures", () => {
     });
   });
 });
+
+describe("what open() and accept() refuse or find", () => {
+  test("open() refuses after close, after the peer's GoAway, and beyond maxStreams", async () => {
+    const a = await rawPair({ maxStreams: 2 });
+    await a.session.open();
+    await a.session.open(); // exactly at the limit: allowed
+    await expect(a.session.open()).rejects.toMatchObject({ code: "ERR_YAMUX_TOO_MANY_STREAMS" });
+    a.peer.send(encodeHeader(FrameType.GoAway, 0, 0, GoAwayCode.Normal));
+    await once(a.session, "goaway");
+    a.session.destroy();
+    await expect(a.session.open()).rejects.toMatchObject({ code: "ERR_YAMUX_SESSION_CLOSED" });
+
+    const b = await rawPair();
+    b.peer.send(encodeHeader(FrameType.GoAway, 0, 0, GoAwayCode.Normal));
+    await once(b.session, "goaway");
+    await expect(b.session.open()).rejects.toMatchObject({ code: "ERR_YAMUX_REMOTE_GOAWAY" });
+    b.session.destroy();
+  });
+
+  test("accept() takes a stream already waiting in the backlog, and acknowledges it then", async () => {
+    const { session, peer } = await rawPair({ client: false });
+    peer.send(syn(1));
+    await until(() => session.stats.openStreams === 1, 5000, "stream 1 in the backlog");
+    await session.ping(); // no ACK went out meanwhile
+    expect(peer.frames.some((f) => f.h.streamId === 1)).toBe(false);
+    const s = await session.accept();
+    expect(s.id).toBe(1);
+    expect((await peer.next((h) => h.streamId === 1, "ACK")).flags).toBe(Flag.ACK);
+    session.destroy();
+  });
+
+  test("a connection that takes no bytes within the write timeout ends the session", async () => {
+    const conn = new Duplex({
+      read() {},
+      writableHighWaterMark: 1,
+      write() {}, // never completes: the peer stopped reading
+    });
+    const session = new Session(conn, { client: true, keepAliveIntervalMs: 0, connectionWriteTimeoutMs: 50 });
+    const s = await session.open(); // its SYN congests the connection
+    s.on("error", () => {});
+    const [err] = await once(session, "close");
+    expect(err).toMatchObject({ code: "ERR_YAMUX_WRITE_TIMEOUT" });
+  });
+});
