@@ -93,6 +93,18 @@ describe("accepting", () => {
     session.destroy();
   });
 
+  test("a stream leaving the table takes only its own place in the backlog", async () => {
+    const { session, peer } = await rawPair({ client: false });
+    peer.send(syn(1), syn(3), syn(5));
+    await until(() => session.stats.openStreams === 3, 5000, "three streams in the backlog");
+    const mine = await session.open(); // not in the backlog
+    mine.destroy();
+    peer.send(encodeHeader(FrameType.WindowUpdate, Flag.RST, 3, 0));
+    await until(() => session.stats.openStreams === 2, 5000, "stream 3 to leave");
+    expect([(await session.accept()).id, (await session.accept()).id]).toEqual([1, 5]);
+    session.destroy();
+  });
+
   test("a stream opened and reset in one frame is never delivered", async () => {
     const { session, peer } = await rawPair({ client: false });
     const got: number[] = [];

@@ -217,6 +217,7 @@ describe("window auto-tuning, on a clock the test moves", () => {
     vi.useFakeTimers({ toFake: ["performance"] });
     const raw = await rawPair(opts);
     raw.peer.answerPings = false;
+    vi.advanceTimersByTime(1000); // the clock is not at 0 when the ping leaves
     const pong = raw.session.ping(5000);
     await raw.peer.next((h) => h.type === FrameType.Ping, "ping");
     vi.advanceTimersByTime(rtt);
