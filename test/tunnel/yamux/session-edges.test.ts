@@ -522,3 +522,52 @@ describe("what open() and accept() refuse or find", () => {
     expect(err).toMatchObject({ code: "ERR_YAMUX_WRITE_TIMEOUT" });
   });
 });
+
+describe("inbound streams refused", () => {
+  const replyTo = async (peer: Awaited<ReturnType<typeof rawPair>>["peer"], id: number) =>
+    (await peer.next((h) => h.streamId === id, `reply to SYN ${id}`)).flags;
+
+  test("beyond the accept backlog (and not at it); after our GoAway; beyond maxStreams (and not at it)", async () => {
+    const a = await rawPair({ client: false, acceptBacklog: 2 });
+    a.peer.send(syn(1), syn(3), syn(5));
+    expect(await replyTo(a.peer, 5)).toBe(Flag.RST);
+    await a.session.ping();
+    expect(a.peer.frames.some((f) => f.h.streamId === 1 || f.h.streamId === 3)).toBe(false); // waiting, not refused
+    a.session.destroy();
+
+    const b = await rawPair({ client: false, maxStreams: 2 });
+    b.session.on("stream", () => {});
+    b.peer.send(syn(1), syn(3), syn(5));
+    expect(await replyTo(b.peer, 5)).toBe(Flag.RST);
+    expect([await replyTo(b.peer, 1), await replyTo(b.peer, 3)]).toEqual([Flag.ACK, Flag.ACK]);
+    b.session.goAway();
+    b.session.destroy();
+
+    const c = await rawPair({ client: false });
+    c.session.on("stream", () => {});
+    c.session.goAway();
+    c.peer.send(syn(1));
+    expect(await replyTo(c.peer, 1)).toBe(Flag.RST);
+    c.session.destroy();
+  });
+
+  test("a stream is delivered once, whatever frames follow its SYN", async () => {
+    const { session, peer } = await rawPair({ client: false });
+    const got: number[] = [];
+    session.on("stream", (s) => {
+      got.push(s.id);
+      s.resume();
+    });
+    peer.send(syn(1), encodeDataFrame(0, 1, Buffer.from("x")), encodeHeader(FrameType.WindowUpdate, 0, 1, 5));
+    await session.ping();
+    expect(got).toEqual([1]);
+    session.destroy();
+  });
+
+  test("a stream frame on stream 0 is refused, naming it", async () => {
+    const { session, peer } = await rawPair();
+    const closed = once(session, "close");
+    peer.send(encodeHeader(FrameType.WindowUpdate, 0, 0, 5));
+    expect((await closed)[0]).toMatchObject({ message: expect.stringMatching(/stream frame on stream 0/) });
+  });
+});
