@@ -365,3 +365,23 @@ describe("a congested session", () => {
     session.destroy();
   });
 });
+
+test("after a large writev (sent corked), a small write still leaves at once, in the same tick", async () => {
+  const raw = await rawPair();
+  const s = await opened(raw);
+  s.cork();
+  s.write(Buffer.alloc(20 * 1024));
+  s.write(Buffer.alloc(20 * 1024));
+  s.uncork();
+  await until(() => bytesOf(raw, s.id) === 40 * 1024, 5000, "the writev");
+  const conn = raw.sockets[0];
+  const write = conn.write.bind(conn);
+  let calls = 0;
+  conn.write = ((...args: unknown[]) => {
+    calls++;
+    return (write as (...a: unknown[]) => boolean)(...args);
+  }) as typeof conn.write;
+  s.write("now");
+  expect(calls).toBe(1);
+  raw.session.destroy();
+});
