@@ -16,6 +16,10 @@ import {
 import { until } from "../../support/until.ts";
 import { rawPair } from "./harness.ts";
 
+// A broken rule should fail its test well before the suite's minute: a mutation run (MUTATION.md)
+// would otherwise count it a timeout and restart its worker.
+vi.setConfig({ testTimeout: 8_000 });
+
 const syn = (id: number) => encodeHeader(FrameType.WindowUpdate, Flag.SYN, id, 0);
 
 describe("stream ids", () => {
@@ -86,6 +90,18 @@ describe("accepting", () => {
     const s = await session.accept();
     expect(s.id).toBe(3);
     expect((await peer.next((h) => h.streamId === 3, "reply to SYN 3")).flags).toBe(Flag.ACK);
+    session.destroy();
+  });
+
+  test("a stream leaving the table takes only its own place in the backlog", async () => {
+    const { session, peer } = await rawPair({ client: false });
+    peer.send(syn(1), syn(3), syn(5));
+    await until(() => session.stats.openStreams === 3, 5000, "three streams in the backlog");
+    const mine = await session.open(); // not in the backlog
+    mine.destroy();
+    peer.send(encodeHeader(FrameType.WindowUpdate, Flag.RST, 3, 0));
+    await until(() => session.stats.openStreams === 2, 5000, "stream 3 to leave");
+    expect([(await session.accept()).id, (await session.accept()).id]).toEqual([1, 5]);
     session.destroy();
   });
 
@@ -199,7 +215,7 @@ describe("pings", () => {
       message: expect.stringMatching(/30 ms/),
     });
     peer.send(encodeHeader(FrameType.Ping, Flag.ACK, 0, 0));
-    expect(await session.ping(5000).catch((e) => e)).toMatchObject({ code: "ETIMEDOUT" }); // nobody answers
+    expect(await session.ping(50).catch((e) => e)).toMatchObject({ code: "ETIMEDOUT" }); // nobody answers
     expect(session.rttMs).toBe(0);
     expect(session.closed).toBe(false); // an explicit ping's timeout does not end the session
     session.destroy();
@@ -433,5 +449,125 @@ describe("keepalive", () => {
     await settled();
     expect(ours()).toBe(2);
     session.destroy();
+  });
+});
+
+describe("keepalive failures", () => {
+  afterEach(() => vi.useRealTimers());
+
+  test("a keepalive ping left unanswered ends the session with ETIMEDOUT", async () => {
+    vi.useFakeTimers({ toFake: ["setInterval", "clearInterval", "setTimeout", "clearTimeout"] });
+    const { session, peer } = await rawPair({ keepAliveIntervalMs: 3200, keepAliveTimeoutMs: 500 });
+    peer.answerPings = false;
+    await peer.next((h) => h.type === FrameType.Ping && h.flags === Flag.SYN, "the first ping");
+    const closed = once(session, "close");
+    vi.advanceTimersByTime(499);
+    expect(session.closed).toBe(false);
+    vi.advanceTimersByTime(1);
+    expect((await closed)[0]).toMatchObject({ code: "ETIMEDOUT" });
+  });
+
+  test("a duplicate SYN is a protocol error", async () => {
+    const { session, peer } = await rawPair({ client: false });
+    session.on("stream", (s) => s.on("error", () => {}));
+    const closed = once(session, "close");
+    peer.send(syn(1), syn(1));
+    expect((await closed)[0]).toMatchObject({
+      code: "ERR_YAMUX_PROTOCOL",
+      message: expect.stringMatching(/duplicate SYN/),
+    });
+  });
+});
+
+describe("what open() and accept() refuse or find", () => {
+  test("open() refuses after close, after the peer's GoAway, and beyond maxStreams", async () => {
+    const a = await rawPair({ maxStreams: 2 });
+    await a.session.open();
+    await a.session.open(); // exactly at the limit: allowed
+    await expect(a.session.open()).rejects.toMatchObject({ code: "ERR_YAMUX_TOO_MANY_STREAMS" });
+    a.peer.send(encodeHeader(FrameType.GoAway, 0, 0, GoAwayCode.Normal));
+    await once(a.session, "goaway");
+    a.session.destroy();
+    await expect(a.session.open()).rejects.toMatchObject({ code: "ERR_YAMUX_SESSION_CLOSED" });
+
+    const b = await rawPair();
+    b.peer.send(encodeHeader(FrameType.GoAway, 0, 0, GoAwayCode.Normal));
+    await once(b.session, "goaway");
+    await expect(b.session.open()).rejects.toMatchObject({ code: "ERR_YAMUX_REMOTE_GOAWAY" });
+    b.session.destroy();
+  });
+
+  test("accept() takes a stream already waiting in the backlog, and acknowledges it then", async () => {
+    const { session, peer } = await rawPair({ client: false });
+    peer.send(syn(1));
+    await until(() => session.stats.openStreams === 1, 5000, "stream 1 in the backlog");
+    await session.ping(); // no ACK went out meanwhile
+    expect(peer.frames.some((f) => f.h.streamId === 1)).toBe(false);
+    const s = await session.accept();
+    expect(s.id).toBe(1);
+    expect((await peer.next((h) => h.streamId === 1, "ACK")).flags).toBe(Flag.ACK);
+    session.destroy();
+  });
+
+  test("a connection that takes no bytes within the write timeout ends the session", async () => {
+    const conn = new Duplex({
+      read() {},
+      writableHighWaterMark: 1,
+      write() {}, // never completes: the peer stopped reading
+    });
+    const session = new Session(conn, { client: true, keepAliveIntervalMs: 0, connectionWriteTimeoutMs: 50 });
+    const s = await session.open(); // its SYN congests the connection
+    s.on("error", () => {});
+    const [err] = await once(session, "close");
+    expect(err).toMatchObject({ code: "ERR_YAMUX_WRITE_TIMEOUT" });
+  });
+});
+
+describe("inbound streams refused", () => {
+  const replyTo = async (peer: Awaited<ReturnType<typeof rawPair>>["peer"], id: number) =>
+    (await peer.next((h) => h.streamId === id, `reply to SYN ${id}`)).flags;
+
+  test("beyond the accept backlog (and not at it); after our GoAway; beyond maxStreams (and not at it)", async () => {
+    const a = await rawPair({ client: false, acceptBacklog: 2 });
+    a.peer.send(syn(1), syn(3), syn(5));
+    expect(await replyTo(a.peer, 5)).toBe(Flag.RST);
+    await a.session.ping();
+    expect(a.peer.frames.some((f) => f.h.streamId === 1 || f.h.streamId === 3)).toBe(false); // waiting, not refused
+    a.session.destroy();
+
+    const b = await rawPair({ client: false, maxStreams: 2 });
+    b.session.on("stream", () => {});
+    b.peer.send(syn(1), syn(3), syn(5));
+    expect(await replyTo(b.peer, 5)).toBe(Flag.RST);
+    expect([await replyTo(b.peer, 1), await replyTo(b.peer, 3)]).toEqual([Flag.ACK, Flag.ACK]);
+    b.session.goAway();
+    b.session.destroy();
+
+    const c = await rawPair({ client: false });
+    c.session.on("stream", () => {});
+    c.session.goAway();
+    c.peer.send(syn(1));
+    expect(await replyTo(c.peer, 1)).toBe(Flag.RST);
+    c.session.destroy();
+  });
+
+  test("a stream is delivered once, whatever frames follow its SYN", async () => {
+    const { session, peer } = await rawPair({ client: false });
+    const got: number[] = [];
+    session.on("stream", (s) => {
+      got.push(s.id);
+      s.resume();
+    });
+    peer.send(syn(1), encodeDataFrame(0, 1, Buffer.from("x")), encodeHeader(FrameType.WindowUpdate, 0, 1, 5));
+    await session.ping();
+    expect(got).toEqual([1]);
+    session.destroy();
+  });
+
+  test("a stream frame on stream 0 is refused, naming it", async () => {
+    const { session, peer } = await rawPair();
+    const closed = once(session, "close");
+    peer.send(encodeHeader(FrameType.WindowUpdate, 0, 0, 5));
+    expect((await closed)[0]).toMatchObject({ message: expect.stringMatching(/stream frame on stream 0/) });
   });
 });

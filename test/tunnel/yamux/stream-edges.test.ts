@@ -36,6 +36,10 @@ const updatesOf = (raw: Raw, id: number) =>
 const written = (s: YamuxStream, chunk: Buffer | string) =>
   new Promise<Error | null | undefined>((resolve) => s.write(chunk, resolve));
 
+// A broken rule should fail its test well before the suite's minute: a mutation run (MUTATION.md)
+// would otherwise count it a timeout and restart its worker.
+vi.setConfig({ testTimeout: 8_000 });
+
 afterEach(() => vi.useRealTimers());
 
 describe("sending", () => {
@@ -103,7 +107,9 @@ describe("sending", () => {
 
 describe("receiving", () => {
   test("credit goes out once half the window is consumed, not a byte before", async () => {
-    const raw = await rawPair();
+    // The window may not grow here: the ping below gives an RTT sample, and on a loaded machine the
+    // grant can fall within 4 RTTs of the stream's start (the tuning tests below move the clock).
+    const raw = await rawPair({ maxStreamWindow: INITIAL_WINDOW });
     const s = await opened(raw);
     raw.peer.send(encodeDataFrame(0, s.id, Buffer.alloc(INITIAL_WINDOW / 2 - 1)));
     await until(() => s.readableLength === INITIAL_WINDOW / 2 - 1, 5000, "the data");
@@ -211,6 +217,7 @@ describe("window auto-tuning, on a clock the test moves", () => {
     vi.useFakeTimers({ toFake: ["performance"] });
     const raw = await rawPair(opts);
     raw.peer.answerPings = false;
+    vi.advanceTimersByTime(1000); // the clock is not at 0 when the ping leaves
     const pong = raw.session.ping(5000);
     await raw.peer.next((h) => h.type === FrameType.Ping, "ping");
     vi.advanceTimersByTime(rtt);
@@ -357,4 +364,24 @@ describe("a congested session", () => {
     expect(data).toBe(total);
     session.destroy();
   });
+});
+
+test("after a large writev (sent corked), a small write still leaves at once, in the same tick", async () => {
+  const raw = await rawPair();
+  const s = await opened(raw);
+  s.cork();
+  s.write(Buffer.alloc(20 * 1024));
+  s.write(Buffer.alloc(20 * 1024));
+  s.uncork();
+  await until(() => bytesOf(raw, s.id) === 40 * 1024, 5000, "the writev");
+  const conn = raw.sockets[0];
+  const write = conn.write.bind(conn);
+  let calls = 0;
+  conn.write = ((...args: unknown[]) => {
+    calls++;
+    return (write as (...a: unknown[]) => boolean)(...args);
+  }) as typeof conn.write;
+  s.write("now");
+  expect(calls).toBe(1);
+  raw.session.destroy();
 });

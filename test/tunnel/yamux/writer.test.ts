@@ -255,6 +255,11 @@ describe("more edges", () => {
     conn.open();
     await tick();
     expect(done).toEqual(["copied", "referenced"]);
+    // The connection took it without asking to wait: the writer is not congested, the next frame goes.
+    expect(w.congested).toBe(false);
+    w.ordered(FrameType.Data, 0, 1, Buffer.from("after"));
+    await tick();
+    expect(conn.frames().map((x) => x.payload?.length)).toEqual([16 * 1024 - 1, 16 * 1024, 5]);
   });
 
   test("while congested, even a lone small frame waits for the drain", async () => {
@@ -335,6 +340,22 @@ describe("ticks, corks and frames without payload", () => {
     }
   });
 
+  test("an uncork that wrote this tick's frames makes the next uncork of the tick wait for its end", async () => {
+    const conn = new PacedConn(1 << 20, false);
+    const { w } = writer(conn);
+    w.cork();
+    w.ordered(FrameType.Data, 0, 1, Buffer.from("a"));
+    w.uncork();
+    expect(conn.calls).toHaveLength(1);
+    w.cork();
+    w.ordered(FrameType.Data, 0, 1, Buffer.from("b"));
+    w.uncork();
+    expect(conn.calls).toHaveLength(1);
+    await tick();
+    expect(conn.frames().map((x) => x.payload)).toEqual(["a", "b"]);
+    expect(conn.calls).toHaveLength(2);
+  });
+
   test("FIN frames (no payload) go out idle, queued, flushed and failed alike", async () => {
     const conn = new PacedConn(1 << 20, false);
     const { w } = writer(conn);
@@ -365,19 +386,28 @@ describe("ticks, corks and frames without payload", () => {
   });
 
   test("a batch the connection does not take at once congests the writer: the next frame waits", async () => {
-    const conn = new PacedConn(40);
+    const conn = new PacedConn(1000);
     const { w } = writer(conn);
     w.ordered(FrameType.Data, 0, 1, Buffer.from("a")); // 13 bytes: below the mark
-    w.ordered(FrameType.Data, 0, 1, Buffer.alloc(20));
-    w.ordered(FrameType.Data, 0, 1, Buffer.alloc(20)); // this tick's batch takes it past the mark
+    w.ordered(FrameType.Data, 0, 1, Buffer.alloc(20 * 1024)); // this tick's batch takes it past the mark
     await tick();
     expect(w.congested).toBe(true);
     const before = conn.calls.length;
     w.ordered(FrameType.Data, 0, 1, Buffer.from("z"));
+    await tick();
     expect(conn.calls).toHaveLength(before);
     conn.open();
     await tick();
-    expect(conn.frames().map((x) => x.payload?.length)).toEqual([1, 20, 20, 1]);
+    expect(conn.frames().map((x) => x.payload?.length)).toEqual([1, 20 * 1024, 1]);
+  });
+
+  test("a batch of large payloads none of which has a callback is written whole", async () => {
+    const { conn, w } = await congested();
+    w.ordered(FrameType.Data, 0, 1, Buffer.alloc(20 * 1024, 65));
+    w.ordered(FrameType.Data, 0, 1, Buffer.alloc(20 * 1024, 66));
+    conn.open();
+    await tick();
+    expect(conn.frames().map((x) => x.payload?.[0])).toEqual(["f", "A", "B"]);
   });
 
   test("with a message path, a tick's batch goes through it too", async () => {
