@@ -24,8 +24,6 @@ interface Agent {
   /** When it lost its tunnel after the mark (ms, performance.now()), until it is back. */
   downSince: number | undefined;
   tunnelBackMs: number | undefined;
-  /** Failed first exchanges in a row. */
-  failures: number;
 }
 
 let mark: number | undefined;
@@ -34,16 +32,25 @@ const back: number[] = [];
 const tunnelBack: number[] = [];
 let moduleFailures = 0;
 let firstError: string | undefined;
+let lastError: string | undefined;
 
 function startModules(agent: Agent, session: TunnelSession): void {
   agent.modules?.close();
-  const m = startAgentModules(session, plan.modules);
+  // As agentk: each module follows its own stream, and only a module that failed starts again.
+  const m = startAgentModules(session, plan.modules, undefined, {
+    firstMs: RETRY_FIRST_MS,
+    maxMs: RETRY_MAX_MS,
+    onFailure: (err) => {
+      moduleFailures++;
+      firstError ??= err.message;
+      lastError = err.message;
+    },
+  });
   agent.modules = m;
   m.ready.then(
     () => {
       if (agent.modules !== m || agent.up) return;
       agent.up = true;
-      agent.failures = 0;
       ups++;
       if (agent.downSince !== undefined) {
         back.push(performance.now() - agent.downSince);
@@ -53,17 +60,7 @@ function startModules(agent: Agent, session: TunnelSession): void {
       }
       if (ups === plan.tokens.length && mark === undefined) send({ up: ups });
     },
-    (err: Error) => {
-      if (agent.modules !== m) return;
-      moduleFailures++;
-      firstError ??= err.message;
-      const delay =
-        Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** agent.failures++) * (0.8 + 0.4 * Math.random());
-      setTimeout(() => {
-        if (agent.modules === m && agent.client.active === session && !session.closed)
-          startModules(agent, session);
-      }, delay).unref();
-    },
+    () => {}, // closed with its tunnel: the next tunnel starts the modules again
   );
 }
 
@@ -79,7 +76,6 @@ function agentFor(token: string): Agent {
     up: false,
     downSince: undefined,
     tunnelBackMs: undefined,
-    failures: 0,
   };
   client.on("connected", (session) => {
     if (agent.downSince !== undefined) agent.tunnelBackMs = performance.now() - agent.downSince;
@@ -104,7 +100,7 @@ const agents: Agent[] = [];
 setInterval(() => {
   const tunnels = agents.filter((a) => a.client.active !== undefined).length;
   process.stderr.write(
-    `  agents: ${ups}/${plan.tokens.length} up, ${tunnels} tunnels, ${moduleFailures} module failures${firstError ? ` (first: ${firstError})` : ""}\n`,
+    `  agents: ${ups}/${plan.tokens.length} up, ${tunnels} tunnels, ${moduleFailures} module failures${lastError ? ` (last: ${lastError})` : ""}\n`,
   );
 }, 5000).unref();
 // Dialed a batch at a time, as agents come up over time, not all in one instant.

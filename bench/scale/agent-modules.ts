@@ -76,14 +76,26 @@ export interface AgentModules {
   close(): void;
 }
 
+/** As agentk's modules follow their streams: a module whose first exchange failed starts again on its own. */
+export interface ModuleRetry {
+  /** The first delay, doubled after each failure in a row up to `maxMs`, with +-20 % jitter. */
+  firstMs: number;
+  maxMs: number;
+  /** Each failed attempt, before its retry. */
+  onFailure(err: Error): void;
+}
+
 /**
- * Starts `modules` for one agent over `session`; errors reject `ready`. `timeoutMs` bounds the
- * unary call (the load process's own deadline for every module: a loaded machine takes minutes).
+ * Starts `modules` for one agent over `session`. Without `retry`, a module's error rejects
+ * `ready`; with it, only that module starts again after a delay, and `ready` waits for every
+ * module's first exchange. `timeoutMs` bounds the unary call (the load process's own deadline for
+ * every module: a loaded machine takes minutes).
  */
 export function startAgentModules(
   session: TunnelSession,
   modules: readonly ModuleName[],
   timeoutMs = 60_000,
+  retry?: ModuleRetry,
 ): AgentModules {
   const channel = createTunnelChannel(
     (signal) => openWithHeader(() => session.open(), { kind: Kind.KIND_GRPC }, { signal, timeoutMs: 60_000 }),
@@ -97,75 +109,101 @@ export function startAgentModules(
   const failed = (what: string, reject: (e: Error) => void) => (err: grpc.ServiceError) =>
     reject(new Error(`${what}: ${err.code} ${err.details}`));
 
-  for (const m of modules) {
-    firsts.push(
-      new Promise<void>((resolve, reject) => {
-        switch (m) {
-          case "configuration": {
-            const call = new AgentConfigurationServiceClient("kas", insecure, options).getConfiguration(
-              { commitId: "" },
-              waitForReady(),
-            );
-            call.once("data", () => resolve());
-            call.on("error", failed(m, reject));
-            calls.push(call);
-            return;
-          }
-          case "tracker": {
-            const client = new AgentTrackerServiceClient("kas", insecure, options);
-            const agentMeta = {
-              version: "0.1.0",
-              commitId: "",
-              podNamespace: "gitlab-agent",
-              podName: "agentk-0",
-              kubernetesVersion: { major: "1", minor: "31", gitVersion: "v1.31.0", platform: "linux/amd64" },
-            };
-            client.reportAgent({ agentMeta }, waitForReady(), { deadline: Date.now() + timeoutMs }, (err) =>
-              err ? failed(m, reject)(err) : resolve(),
-            );
-            return;
-          }
-          case "views": {
-            const call = new ClusterViewsServiceClient("kas", insecure, options).pushViews(
-              waitForReady(),
-              (err) => {
-                if (err) failed(m, reject)(err);
-              },
-            );
-            // As the pusher: kas's headers say the stream is up; the snapshot goes then, and the
-            // stream stays open (idle) until something changes.
-            call.once("metadata", () => {
-              call.write({ epoch: "bench", seq: "1", snapshot: true, viewsJson: JSON.stringify(VIEWS) }, () =>
-                resolve(),
-              );
-            });
-            calls.push(call);
-            return;
-          }
-          case "gitops": {
-            const call = new GitopsServiceClient("kas", insecure, options).getObjectsToSynchronize(
-              {
-                projectId: MANIFEST_PROJECT,
-                commitId: "",
-                paths: [{ glob: "manifests/**/*.yaml" }],
-                ref: undefined,
-              },
-              waitForReady(),
-            );
-            call.on("data", (r: GetObjectsToSynchronizeResponse) => {
-              if (r.trailer) resolve();
-            });
-            call.on("error", failed(m, reject));
-            calls.push(call);
-            return;
-          }
+  let closed = false;
+  /** Retries waiting for their delay: close() ends the wait at once. */
+  const waits = new Map<NodeJS.Timeout, () => void>();
+  const attempt = (m: ModuleName): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
+      switch (m) {
+        case "configuration": {
+          const call = new AgentConfigurationServiceClient("kas", insecure, options).getConfiguration(
+            { commitId: "" },
+            waitForReady(),
+          );
+          call.once("data", () => resolve());
+          call.on("error", failed(m, reject));
+          calls.push(call);
+          return;
         }
-      }),
-    );
-  }
+        case "tracker": {
+          const client = new AgentTrackerServiceClient("kas", insecure, options);
+          const agentMeta = {
+            version: "0.1.0",
+            commitId: "",
+            podNamespace: "gitlab-agent",
+            podName: "agentk-0",
+            kubernetesVersion: { major: "1", minor: "31", gitVersion: "v1.31.0", platform: "linux/amd64" },
+          };
+          client.reportAgent({ agentMeta }, waitForReady(), { deadline: Date.now() + timeoutMs }, (err) =>
+            err ? failed(m, reject)(err) : resolve(),
+          );
+          return;
+        }
+        case "views": {
+          const call = new ClusterViewsServiceClient("kas", insecure, options).pushViews(
+            waitForReady(),
+            (err) => {
+              if (err) failed(m, reject)(err);
+            },
+          );
+          // As the pusher: kas's headers say the stream is up; the snapshot goes then, and the
+          // stream stays open (idle) until something changes.
+          call.once("metadata", () => {
+            call.write({ epoch: "bench", seq: "1", snapshot: true, viewsJson: JSON.stringify(VIEWS) }, () =>
+              resolve(),
+            );
+          });
+          calls.push(call);
+          return;
+        }
+        case "gitops": {
+          const call = new GitopsServiceClient("kas", insecure, options).getObjectsToSynchronize(
+            {
+              projectId: MANIFEST_PROJECT,
+              commitId: "",
+              paths: [{ glob: "manifests/**/*.yaml" }],
+              ref: undefined,
+            },
+            waitForReady(),
+          );
+          call.on("data", (r: GetObjectsToSynchronizeResponse) => {
+            if (r.trailer) resolve();
+          });
+          call.on("error", failed(m, reject));
+          calls.push(call);
+          return;
+        }
+      }
+    });
+  /** `m` until its first exchange succeeds: retried after each failure when `retry` is given. */
+  const follow = async (m: ModuleName): Promise<void> => {
+    for (let failures = 0; ; failures++) {
+      try {
+        return await attempt(m);
+      } catch (err) {
+        if (!retry || closed) throw err;
+        retry.onFailure(err as Error);
+        const delay = Math.min(retry.maxMs, retry.firstMs * 2 ** failures) * (0.8 + 0.4 * Math.random());
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(() => {
+            waits.delete(timer);
+            resolve();
+          }, delay);
+          waits.set(timer, resolve);
+        });
+        if (closed) throw err;
+      }
+    }
+  };
+  for (const m of modules) firsts.push(follow(m));
   return {
     ready: Promise.all(firsts).then(() => {}),
     close() {
+      closed = true;
+      for (const [timer, wake] of waits) {
+        clearTimeout(timer);
+        wake();
+      }
       for (const c of calls) c.cancel();
       channel.close();
     },
