@@ -12,7 +12,7 @@ export interface LocalOpenOptions {
  * Opens a stream to the agent over one of this replica's tunnels, least loaded first, with
  * `header` sent and accepted. A tunnel that fails under us (closed mid-open, stream limit) is
  * skipped for the next; a refusal by the agent (StreamRejectedError) is its verdict and is
- * thrown. Resolves `undefined` when no tunnel here could take the stream.
+ * thrown, and so is a header no agent could accept (TypeError). Resolves `undefined` when no tunnel here could take the stream.
  */
 export async function openLocal(
   registry: LocalRegistry,
@@ -27,7 +27,9 @@ export async function openLocal(
       const t = tunnel;
       return await openWithHeader(() => t.open(), header, options);
     } catch (err) {
-      if (err instanceof StreamRejectedError || options.signal?.aborted) throw err;
+      // A header no peer could take (TypeError) fails the same on every tunnel: say so at once.
+      if (err instanceof StreamRejectedError || err instanceof TypeError || options.signal?.aborted)
+        throw err;
     }
   }
   return undefined;

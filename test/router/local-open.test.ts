@@ -122,3 +122,11 @@ test("a tunnel whose agent stays silent past the timeout is skipped for the next
   expect((await readAll(stream!)).toString()).toBe("106\nlate");
   expect(silent).toHaveLength(1);
 });
+
+test("a header no agent could accept is thrown at once, not taken for a failing tunnel", async () => {
+  await echoAgent("107", 1);
+  const err = await openLocal(router.local, "107", { ...HTTP, agentId: "12abc" }, { timeoutMs: 2000 }).catch(
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(TypeError);
+});
