@@ -105,6 +105,8 @@ describe("ConfigurationProject.ListAgentConfigFiles", () => {
   });
 
   it("DEADLINE_EXCEEDED when the call's deadline passes while Gitaly is slow", async () => {
+    // A new commit: listings at a commit already read are kept by kas and would not reach Gitaly.
+    await repo.commit({ "README.md": "hello again\n" });
     const release = gitaly.hold("GetTreeEntries");
     const refsBefore = gitaly.calls("GetTreeEntries");
     try {
