@@ -13,6 +13,7 @@ import {
   createGitLabClientFromConfig,
   createProjectAccessFromConfig,
   kubernetesProxyAccess,
+  SharedAnswerCache,
   TokenRecheck,
 } from "./auth/index.ts";
 import type { KasConfig, KasSecrets } from "./config/index.ts";
@@ -53,11 +54,16 @@ export function openKasParts(o: KasPartsOptions): Promise<KasParts> {
     opened(() => gitlab?.close());
     const shared = await openKasShared(config, log);
     opened(() => shared.close());
-    // Answers from GitLab are shared through the modules' Redis connection (when there is Redis).
-    const authenticator = await createAuthenticatorFromConfig(config, gitlab, shared.redis, (err) =>
-      log.debug({ err: err.message }, "redis (agent_info cache)"),
-    );
-    const projects = createProjectAccessFromConfig(config, gitlab);
+    // Answers from GitLab (agent_info, project_info) are shared through the modules' Redis
+    // connection (when there is Redis), so a replica's agents moving to another cost GitLab nothing.
+    const answers =
+      shared.redis &&
+      new SharedAnswerCache({
+        redis: shared.redis,
+        onError: (err) => log.debug({ err: err.message }, "redis (GitLab answers cache)"),
+      });
+    const authenticator = await createAuthenticatorFromConfig(config, gitlab, answers);
+    const projects = createProjectAccessFromConfig(config, gitlab, answers);
     const proxyAccess = await kubernetesProxyAccess(config);
     const tokenRecheck = createTokenRecheck(authenticator, metrics, log);
     opened(() => tokenRecheck?.destroy());

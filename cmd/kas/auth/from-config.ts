@@ -1,10 +1,9 @@
-import type { KasRedis } from "../../../modules/runtime/index.ts";
 import { GitLabClient } from "../../../tool/gitlab/index.ts";
 import type { KasConfig, KasSecrets } from "../config/index.ts";
 import { CachedAuthenticator } from "./cached-authenticator.ts";
 import { AgentAuthError } from "./errors.ts";
 import { type AuthLog, GitLabAuthenticator } from "./gitlab-authenticator.ts";
-import { SharedInfoCache } from "./shared-info-cache.ts";
+import type { SharedAnswerCache } from "./shared-answer-cache.ts";
 import { loadStaticTokens } from "./static-authenticator.ts";
 import type { AgentAuthenticator, AgentInfo, AuthenticateOptions } from "./types.ts";
 
@@ -44,15 +43,14 @@ export function createGitLabClientFromConfig(
 /**
  * The authenticator the configuration asks for: static tokens (agent.static_tokens_file), GitLab
  * with a cache (gitlab.address: `gitlabClient`), or both — static tokens first, GitLab for every
- * other token. With `redis` (kas's Redis is configured), GitLab's answers are shared by the replicas
- * through it; `onRedisError` hears of each failed Redis call (the answer then comes from this
+ * other token. With `shared` (kas's Redis is configured), GitLab's answers are shared by the
+ * replicas through it (a failed Redis call reads as a miss: the answer then comes from this
  * process's cache or GitLab).
  */
 export async function createAuthenticatorFromConfig(
   config: KasConfig,
   gitlabClient: GitLabClient | undefined,
-  redis?: KasRedis,
-  onRedisError?: (err: Error) => void,
+  shared?: SharedAnswerCache,
 ): Promise<ConfiguredAuthenticator> {
   const chain: AgentAuthenticator[] = [];
   if (config.agent.staticTokensFile !== undefined)
@@ -63,9 +61,7 @@ export async function createAuthenticatorFromConfig(
         ttlMs: config.agent.infoCacheTtlMs,
         errorTtlMs: config.agent.infoCacheErrorTtlMs,
         maxEntries: config.agent.infoCacheMaxEntries,
-        ...(redis && {
-          shared: new SharedInfoCache({ redis, ...(onRedisError && { onError: onRedisError }) }),
-        }),
+        ...(shared && { shared }),
       }),
     );
   }

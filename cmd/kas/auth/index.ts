@@ -19,6 +19,7 @@ export {
 } from "./handshake.ts";
 export { createProjectAccessFromConfig } from "./project-access.ts";
 export { agentTokenAccess, kubernetesProxyAccess } from "./proxy-access.ts";
+export { SharedAnswerCache, type SharedAnswerCacheOptions } from "./shared-answer-cache.ts";
 export {
   loadStaticTokens,
   parseStaticTokens,

@@ -20,6 +20,8 @@ import {
   type ProjectInfoResponse,
 } from "../../../tool/gitlab/index.ts";
 import type { KasConfig } from "../config/index.ts";
+import type { SharedAnswerCache, SharedAnswerKind } from "./shared-answer-cache.ts";
+import { SharedLookups, type SharedOutcome } from "./shared-lookups.ts";
 
 /** GitLab's answer as the modules read it: where the project's repository is in Gitaly. */
 export function projectRepositoryOf(info: ProjectInfoResponse): ProjectRepository {
@@ -63,24 +65,73 @@ export class StaticProjectAccess implements ProjectAccess {
 }
 
 /** agent.gitops.project_info_cache_ttl, agent.info_cache_error_ttl and the bound on entries. */
-export type GitLabProjectAccessOptions = AnswerCacheOptions;
+export type GitLabProjectAccessOptions = AnswerCacheOptions & {
+  /**
+   * Answers shared with the other replicas (Redis), asked before GitLab; this process's cache then
+   * holds only what this process got from GitLab itself, and answers while Redis is down.
+   */
+  shared?: SharedAnswerCache;
+};
+
+/**
+ * project_info as Redis holds it (under a digest of the token and the project, sealed with the
+ * project as associated data): the repository, or a definitive refusal.
+ */
+export const PROJECT_INFO: SharedAnswerKind<SharedOutcome<ProjectRepository, ProjectAccessError>> = {
+  name: "project_info",
+  encode: (answer) =>
+    "value" in answer
+      ? { repository: answer.value }
+      : { code: answer.error.code, message: answer.error.message.slice(0, 2000) },
+  decode(stored) {
+    const s = stored as Record<string, unknown> | null;
+    if (typeof s !== "object" || s === null) return undefined;
+    const repo = s.repository as { projectId?: unknown; location?: Record<string, unknown> } | undefined;
+    if (repo !== undefined) {
+      const l = repo.location;
+      const gitaly = l?.gitaly as Record<string, unknown> | undefined;
+      const repository = l?.repository as Record<string, unknown> | undefined;
+      return typeof repo.projectId === "string" &&
+        l?.backend === "gitaly" &&
+        typeof gitaly?.address === "string" &&
+        typeof repository?.relativePath === "string"
+        ? { value: repo as ProjectRepository }
+        : undefined;
+    }
+    return (s.code === "not_found" || s.code === "forbidden") && typeof s.message === "string"
+      ? { error: new ProjectAccessError(s.code, s.message) }
+      : undefined;
+  },
+};
 
 /**
  * GitLab's `project_info` with the agent's token, cached per (token digest, project): the token
  * itself is never a key nor logged. Concurrent lookups of one pair share one request;
- * `unavailable` is never cached.
+ * `unavailable` is never cached. With `shared`, the replicas share the answers through Redis.
  */
 export class GitLabProjectAccess implements ProjectAccess {
   readonly #client: GitLabClient;
   readonly #cache: AnswerCache<ProjectRepository, ProjectAccessError>;
+  readonly #shared: SharedLookups<ProjectRepository, ProjectAccessError> | undefined;
 
   /** `client` stays its owner's: closing it is the owner's business. */
-  constructor(client: GitLabClient, options: GitLabProjectAccessOptions = {}) {
+  constructor(client: GitLabClient, { shared, ...options }: GitLabProjectAccessOptions = {}) {
     this.#client = client;
     this.#cache = new AnswerCache((err) => {
       const error = err as ProjectAccessError; // the lookup below throws only these
-      return { error, definitive: error.code !== "unavailable" };
+      return { error, definitive: isDefinitive(error) };
     }, options);
+    this.#shared =
+      shared &&
+      new SharedLookups({
+        shared,
+        kind: PROJECT_INFO,
+        local: this.#cache,
+        ttlMs: options.ttlMs ?? 300_000,
+        errorTtlMs: options.errorTtlMs ?? 60_000,
+        definitive: (err): err is ProjectAccessError =>
+          err instanceof ProjectAccessError && isDefinitive(err),
+      });
   }
 
   async repositoryFor(
@@ -96,8 +147,16 @@ export class GitLabProjectAccess implements ProjectAccess {
       getProjectInfo(this.#client, token, project).then(projectRepositoryOf, (err: unknown) => {
         throw toAccessError(project, err);
       });
-    return this.#cache.get(`${tokenDigest(token).toString("base64")}\0${project}`, lookup, signal);
+    const key = `${tokenDigest(token).toString("base64")}\0${project}`;
+    return this.#shared === undefined
+      ? this.#cache.get(key, lookup, signal)
+      : this.#shared.get(key, token, project, lookup, signal);
   }
+}
+
+/** GitLab said no (cached for the error TTL); `unavailable` says nothing about the agent. */
+function isDefinitive(err: ProjectAccessError): boolean {
+  return err.code !== "unavailable";
 }
 
 function toAccessError(project: string, err: unknown): ProjectAccessError {
@@ -121,11 +180,13 @@ function toAccessError(project: string, err: unknown): ProjectAccessError {
 
 /**
  * Agents authenticated by GitLab (their identity names a Gitaly server) ask GitLab (`gitlab`, from
- * gitlab.address); agents of the static tokens file read their `manifest_projects`.
+ * gitlab.address); agents of the static tokens file read their `manifest_projects`. With `shared`
+ * (kas's Redis is configured), GitLab's answers are shared by the replicas through it.
  */
 export function createProjectAccessFromConfig(
   config: KasConfig,
   gitlab: GitLabClient | undefined,
+  shared?: SharedAnswerCache,
 ): ProjectAccess {
   const local = new StaticProjectAccess();
   const viaGitLab =
@@ -134,6 +195,7 @@ export function createProjectAccessFromConfig(
       ttlMs: config.agent.gitops.projectInfoCacheTtlMs,
       errorTtlMs: config.agent.gitops.projectInfoCacheErrorTtlMs,
       maxEntries: config.agent.infoCacheMaxEntries,
+      ...(shared && { shared }),
     });
   return {
     repositoryFor(agent, project, signal) {

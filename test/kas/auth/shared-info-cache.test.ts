@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import { CachedAuthenticator, GitLabAuthenticator } from "../../../cmd/kas/auth/index.ts";
-import { SharedInfoCache } from "../../../cmd/kas/auth/shared-info-cache.ts";
+import { SharedAnswerCache } from "../../../cmd/kas/auth/shared-answer-cache.ts";
 import { dial } from "../../../lib/tunnel/index.ts";
 import { tokenDigest } from "../../../tool/agent-token.ts";
 import { RedisServer } from "../../support/redis-server.ts";
@@ -63,7 +63,7 @@ async function replicas(count: number, keyPrefix = `t${randomBytes(4).toString("
   const made = [];
   for (let i = 0; i < count; i++) {
     const c = await client();
-    const shared = new SharedInfoCache({
+    const shared = new SharedAnswerCache({
       redis: { client: c, keyPrefix },
       now: clock.now,
       onError: (e) => errors.push(e),
