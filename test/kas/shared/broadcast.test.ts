@@ -16,6 +16,9 @@ describe("RedisBroadcast", () => {
         port: redis.port,
         maxRetriesPerRequest: 0,
         enableOfflineQueue: false,
+        // As kas's own (createRedisClients): RedisBroadcast subscribes again on 'ready' itself;
+        // ioredis's own resubscribe, on a connection that dropped again, rejects unhandled.
+        autoResubscribe: false,
         retryStrategy: () => 50,
       });
       c.on("error", () => {});
