@@ -93,8 +93,8 @@ export class AnswerCache<V, E extends Error> {
   }
 }
 
-/** `promise`, or a rejection with the signal's reason once it aborts. */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+/** `promise`, or a rejection with the signal's reason once it aborts (the promise itself goes on). */
+export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
   if (signal === undefined) return promise;
   if (signal.aborted) return Promise.reject(signal.reason);
   return new Promise((resolve, reject) => {

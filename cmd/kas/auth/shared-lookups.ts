@@ -2,7 +2,7 @@
 // cache: Redis first; on a miss this process's cache, else GitLab, whose fresh answer (or
 // definitive refusal) goes to Redis for its TTL. Only what this process got from GitLab itself is
 // cached here, so an answer read from Redis is never held past Redis's expiry.
-import type { AnswerCache } from "../../../tool/gitlab/index.ts";
+import { type AnswerCache, untilAborted } from "../../../tool/gitlab/index.ts";
 import type { SharedAnswerCache, SharedAnswerKind } from "./shared-answer-cache.ts";
 
 export type SharedOutcome<V, E> = { value: V } | { error: E };
@@ -61,15 +61,4 @@ export class SharedLookups<V, E extends Error> {
       throw err;
     }
   }
-}
-
-/** `promise`, or a rejection with the signal's reason once it aborts. */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (signal === undefined) return promise;
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
-  });
 }
