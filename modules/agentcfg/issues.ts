@@ -90,14 +90,21 @@ export function pathAt(doc: Document, offset: number): PropertyKey[] {
   const path: PropertyKey[] = [];
   let node: unknown = doc.contents;
   for (;;) {
+    // A value's range leaves out its tag and anchor (`level: !!int debug`), where an error about
+    // the tag points: the gap before a value belongs to it.
     if (isMap(node)) {
-      const pair = node.items.find((p) => contains(p.key, offset) || contains(p.value, offset));
+      const pair = node.items.find(
+        (p) => contains(p.key, offset) || contains(p.value, offset, rangeEnd(p.key)),
+      );
       if (!pair) return path;
       path.push(keyText(pair.key));
       if (contains(pair.key, offset)) return path;
       node = pair.value;
     } else if (isSeq(node)) {
-      const index = node.items.findIndex((item) => contains(item, offset));
+      const items = node.items;
+      const index = items.findIndex((item, i) =>
+        contains(item, offset, i > 0 ? rangeEnd(items[i - 1]) : undefined),
+      );
       if (index < 0) return path;
       path.push(index);
       node = node.items[index];
@@ -119,7 +126,17 @@ function rangeStart(node: unknown): number | undefined {
   return (node as Node | null | undefined)?.range?.[0];
 }
 
-function contains(node: unknown, offset: number): boolean {
+function rangeEnd(node: unknown): number | undefined {
+  return (node as Node | null | undefined)?.range?.[2];
+}
+
+/** Whether `offset` lies in the node, or from `from` (where what comes before it ends) on. */
+function contains(node: unknown, offset: number, from?: number): boolean {
   const range = (node as Node | null | undefined)?.range;
-  return range !== undefined && range !== null && offset >= range[0] && offset < range[2];
+  return (
+    range !== undefined &&
+    range !== null &&
+    offset >= Math.min(range[0], from ?? range[0]) &&
+    offset < range[2]
+  );
 }

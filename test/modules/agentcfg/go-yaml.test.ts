@@ -1,10 +1,13 @@
 // Plain YAML scalars typed as go-yaml v2.4 types them (resolve.go), which is what GitLab's kas
 // sees after sigs.k8s.io/yaml: numbers in Go's syntax, YAML 1.1 booleans, dates left as text.
 import { describe, expect, test } from "vitest";
-import { parse, stringify } from "yaml";
-import { GO_YAML_OPTIONS, goYamlNumber } from "../../../modules/agentcfg/go-yaml.ts";
+import { parse, parseDocument, stringify } from "yaml";
+import { GO_YAML_OPTIONS, goYamlNumber, isGoYamlTimestamp } from "../../../modules/agentcfg/go-yaml.ts";
 
 const read = (scalar: string): unknown => (parse(`v: ${scalar}`, GO_YAML_OPTIONS) as { v: unknown }).v;
+/** The errors yaml reports for `v: <scalar>`, first lines only. */
+const errorsOf = (scalar: string): string[] =>
+  parseDocument(`v: ${scalar}`, GO_YAML_OPTIONS).errors.map((e) => e.message.split(" at line")[0]!);
 
 describe("numbers", () => {
   test.each([
@@ -38,7 +41,14 @@ describe("numbers", () => {
     [".5E-1", 0.05],
     ["1e+3", 1000],
     ["0", 0],
-    ["-0b0", -0],
+    ["-0b0", 0], // an int: Go's has no negative zero
+    ["-0", 0],
+    ["-0.0", -0], // a float keeps its sign
+    ["18446744073709551615", 2 ** 64], // past int64: ParseUint takes it (2^64 - 1 as the nearest double)
+    ["18446744073709551616", 2 ** 64], // past uint64: a float, the same number
+    ["0xFFFFFFFFFFFFFFFF", 2 ** 64], // (2^64 - 1 as the nearest double),
+    ["-9223372036854775808", -(2 ** 63)],
+    ["0777777777777777777777777", 7.777777777777778e23], // octal past 64 bits: yamlStyleFloat reads it decimal
     ["1_", 1], // underscores are dropped wherever they are
     ["0_x1F", 31],
   ])("%s is %d", (text, n) => {
@@ -67,6 +77,10 @@ describe("numbers", () => {
     "-a",
     ".1.5",
     ".5x",
+    "0x1FFFFFFFFFFFFFFFF", // hex past 64 bits: neither ParseInt nor ParseUint, and no float
+    "+0xFFFFFFFFFFFFFFFF", // past int64 with a sign: ParseUint takes no sign
+    "-0x8000000000000001",
+    "0b11111111111111111111111111111111111111111111111111111111111111111",
   ])("%j stays text", (text) => {
     expect(goYamlNumber(text)).toBeUndefined();
     // "" is null and "-" a list item to YAML itself; the others read as text.
@@ -93,8 +107,75 @@ describe("explicit tags", () => {
     ['!!float ".inf"', Number.POSITIVE_INFINITY],
     ['!!null "~"', null],
     ["!!str 10", "10"],
+    ['!!float "1.5"', 1.5],
+    ["!!float 1.5", 1.5],
+    ["!!float 2", 2], // an integer is taken as a float
+    ['!!float "1e3"', 1000],
+    ["!!float .5", 0.5],
+    ['!!null ""', null],
+    ["!!bool on", true],
+    ['!!int "0x1F"', 31],
+    ["!!timestamp 2001-12-14", "2001-12-14"], // into interface{}, go-yaml keeps a timestamp's text
+    ['!!timestamp "2001-12-14t21:59:43.10-05:00"', "2001-12-14t21:59:43.10-05:00"],
+    ["!!binary aGk=", "hi"],
+    ["!!binary |\n    aGVs\n    bG8=", "hello"],
+    ["!local text", "text"], // a tag go-yaml does not know: the text
   ])("%s is %j", (text, value) => {
+    expect(errorsOf(text)).toEqual([]);
     expect(read(text)).toBe(value);
+  });
+
+  test.each([
+    ['!!int "1.5"', "cannot decode !!float `1.5` as a !!int"],
+    ["!!int 08", "cannot decode !!float `08` as a !!int"], // not octal, so a float
+    ["!!int abc", "cannot decode !!str `abc` as a !!int"],
+    ['!!bool "10"', "cannot decode !!int `10` as a !!bool"],
+    ["!!float yes", "cannot decode !!bool `yes` as a !!float"],
+    ["!!null x", "cannot decode !!str `x` as a !!null"],
+    ["!!null 0", "cannot decode !!int `0` as a !!null"],
+    ["!!timestamp 2001-02-30", "cannot decode !!str `2001-02-30` as a !!timestamp"],
+    ["!!timestamp 12", "cannot decode !!int `12` as a !!timestamp"],
+    ["!!binary aGk", "!!binary value contains invalid base64 data"],
+    ["!!binary a*k=", "!!binary value contains invalid base64 data"],
+  ])("%s is refused, as go-yaml refuses it: %s", (text, message) => {
+    expect(errorsOf(text)).toEqual([message]);
+  });
+});
+
+describe("timestamps (go-yaml's parseTimestamp, which only an explicit !!timestamp consults)", () => {
+  test.each([
+    "2001-12-14",
+    "2001-1-2",
+    "2024-02-29",
+    "2001-12-14T21:59:43Z",
+    "2001-12-14t21:59:43.123456789+01:00",
+    "2001-12-14T1:2:3-05:30",
+    "2001-12-14 21:59:43",
+    "2001-12-14 21:59:43.5",
+    "2001-12-31T23:59:59+24:00",
+  ])("%s is one", (t) => {
+    expect(isGoYamlTimestamp(t)).toBe(true);
+  });
+  test.each([
+    "2001-12-14T21:59:43", // after T a zone is required
+    "2001-12-14 21:59:43Z", // after a space none is allowed
+    "01-12-14",
+    "2001-13-01",
+    "2001-00-01",
+    "2001-12-00",
+    "2023-02-29",
+    "2001-04-31",
+    "2001-12-14T24:00:00Z",
+    "2001-12-14T23:60:00Z",
+    "2001-12-14T23:00:60Z",
+    "2001-12-14T23:00:00.1234567890Z",
+    "2001-12-14T23:00:00+25:00",
+    "2001-12-14T23:00:00+01:61",
+    "2001-12-14T23:00:00+0100",
+    "2001-12-14x",
+    " 2001-12-14",
+  ])("%s is not", (t) => {
+    expect(isGoYamlTimestamp(t)).toBe(false);
   });
 });
 

@@ -222,6 +222,31 @@ describe("refused files: path and position of the problem", () => {
     ]);
   });
 
+  test("an explicit tag the text does not fit is refused where it stands, as GitLab's go-yaml refuses it", () => {
+    expect(issuesOf("observability:\n  logging:\n    level: !!int debug\n")).toEqual([
+      {
+        path: "observability.logging.level",
+        message: "cannot decode !!str `debug` as a !!int",
+        line: 3,
+        column: 12,
+      },
+    ]);
+    // In a list: the item whose tag it is, not the one before.
+    expect(issuesOf("gitops:\n  manifest_projects:\n  - id: a\n  - !!bool x\n")).toEqual([
+      {
+        path: "gitops.manifest_projects[1]",
+        message: "cannot decode !!str `x` as a !!bool",
+        line: 4,
+        column: 5,
+      },
+    ]);
+    // One that fits is read as its tag says: !!str keeps a level name GitLab would otherwise read as text anyway.
+    expect(
+      parseAgentConfiguration("observability:\n  logging:\n    level: !!str warn\n").observability.logging
+        .level,
+    ).toBe("warn");
+  });
+
   test("unknown top-level section", () => {
     expect(issuesOf("observability: {}\nstarboard: {}\n")).toEqual([
       { path: "starboard", message: 'unknown key "starboard"', line: 2, column: 1 },
