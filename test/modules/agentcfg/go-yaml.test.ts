@@ -48,6 +48,7 @@ describe("numbers", () => {
     ["18446744073709551616", 2 ** 64], // past uint64: a float, the same number
     ["0xFFFFFFFFFFFFFFFF", 2 ** 64], // (2^64 - 1 as the nearest double),
     ["-9223372036854775808", -(2 ** 63)],
+    ["+0x7FFFFFFFFFFFFFFF", 2 ** 63], // (2^63 - 1 as the nearest double)
     ["0777777777777777777777777", 7.777777777777778e23], // octal past 64 bits: yamlStyleFloat reads it decimal
     ["1_", 1], // underscores are dropped wherever they are
     ["0_x1F", 31],
@@ -79,6 +80,8 @@ describe("numbers", () => {
     ".5x",
     "0x1FFFFFFFFFFFFFFFF", // hex past 64 bits: neither ParseInt nor ParseUint, and no float
     "+0xFFFFFFFFFFFFFFFF", // past int64 with a sign: ParseUint takes no sign
+    "+0x8000000000000000",
+    "0x10000000000000000",
     "-0x8000000000000001",
     "0b11111111111111111111111111111111111111111111111111111111111111111",
   ])("%j stays text", (text) => {
@@ -115,9 +118,15 @@ describe("explicit tags", () => {
     ['!!null ""', null],
     ["!!bool on", true],
     ['!!int "0x1F"', 31],
+    ["!!int -5", -5],
+    ["!!int -9223372036854775808", -(2 ** 63)], // the ends of int64 and uint64 are still ints
+    ["!!int +9223372036854775807", 2 ** 63],
+    ["!!int 18446744073709551615", 2 ** 64],
     ["!!timestamp 2001-12-14", "2001-12-14"], // into interface{}, go-yaml keeps a timestamp's text
     ['!!timestamp "2001-12-14t21:59:43.10-05:00"', "2001-12-14t21:59:43.10-05:00"],
     ["!!binary aGk=", "hi"],
+    ["!!binary aA==", "h"],
+    ["!!binary aGVsbG8h", "hello!"],
     ["!!binary |\n    aGVs\n    bG8=", "hello"],
     ["!local text", "text"], // a tag go-yaml does not know: the text
   ])("%s is %j", (text, value) => {
@@ -129,6 +138,11 @@ describe("explicit tags", () => {
     ['!!int "1.5"', "cannot decode !!float `1.5` as a !!int"],
     ["!!int 08", "cannot decode !!float `08` as a !!int"], // not octal, so a float
     ["!!int abc", "cannot decode !!str `abc` as a !!int"],
+    // One past them: a float (decimal) or text (hex), as strconv leaves them.
+    ["!!int -9223372036854775809", "cannot decode !!float `-9223372036854775809` as a !!int"],
+    ["!!int +9223372036854775808", "cannot decode !!float `+9223372036854775808` as a !!int"],
+    ["!!int 18446744073709551616", "cannot decode !!float `18446744073709551616` as a !!int"],
+    ["!!int 0x10000000000000000", "cannot decode !!str `0x10000000000000000` as a !!int"],
     ['!!bool "10"', "cannot decode !!int `10` as a !!bool"],
     ["!!float yes", "cannot decode !!bool `yes` as a !!float"],
     ["!!null x", "cannot decode !!str `x` as a !!null"],
@@ -152,6 +166,9 @@ describe("timestamps (go-yaml's parseTimestamp, which only an explicit !!timesta
     "2001-12-14T1:2:3-05:30",
     "2001-12-14 21:59:43",
     "2001-12-14 21:59:43.5",
+    "2001-12-14 21:59:43.123456789",
+    "2001-12-01",
+    "2001-12-14T21:59:43+01:60", // Go allows an offset of 24 hours or 60 minutes
     "2001-12-31T23:59:59+24:00",
   ])("%s is one", (t) => {
     expect(isGoYamlTimestamp(t)).toBe(true);
@@ -172,6 +189,10 @@ describe("timestamps (go-yaml's parseTimestamp, which only an explicit !!timesta
     "2001-12-14T23:00:00+25:00",
     "2001-12-14T23:00:00+01:61",
     "2001-12-14T23:00:00+0100",
+    "2001-12-14 24:00:00",
+    "2001-12-14 23:60:00",
+    "2001-12-14 23:00:60",
+    "2001-12-14 23:00:00.1234567890",
     "2001-12-14x",
     " 2001-12-14",
   ])("%s is not", (t) => {
