@@ -86,7 +86,12 @@ describe("PROJECT_INFO (an answer as Redis holds it)", () => {
     location: {
       backend: "gitaly" as const,
       gitaly: { address: "tcp://127.0.0.1:8075", token: "gitaly-secret", features: {} },
-      repository: { storageName: "default", relativePath: "group/manifests.git", glRepository: "project-99" },
+      repository: {
+        storageName: "default",
+        relativePath: "group/manifests.git",
+        glRepository: "project-99",
+        glProjectPath: "group/manifests",
+      },
     },
   };
   /** Through the JSON that is sealed into Redis and back. */
