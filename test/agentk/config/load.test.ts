@@ -72,6 +72,9 @@ describe("agentk configuration", () => {
     });
     expect(config.token.reveal()).toBe(TOKEN);
     expect(JSON.stringify(config)).not.toContain(TOKEN);
+    // Absent, not undefined: the TLS options are built from what is there.
+    expect(Object.keys(config)).not.toContain("caCertFile");
+    expect(Object.keys(config)).not.toContain("kasTlsServerName");
   });
 
   test("every flag", async () => {
@@ -280,7 +283,12 @@ describe("agentk configuration", () => {
       { KUBERNETES_SERVICE_HOST: "10.0.0.1", KUBERNETES_SERVICE_PORT: "443" },
       "KUBERNETES_SERVICE_HOST: set, so agentk runs in a pod, but",
     ],
-    ["an unknown flag", ["--kas-adress", "x"], {}, "arguments: Unknown option '--kas-adress'"],
+    [
+      "an unknown flag",
+      ["--kas-adress", "x"],
+      {},
+      "arguments: Unknown option '--kas-adress'; see agentk --help",
+    ],
   ])("%s: a clear error naming the flag or variable", async (_, argv, env, message) => {
     const resolved = argv.map((a) => (a === "T" ? tokenFile : a));
     const found = await issues(resolved, env);
@@ -311,6 +319,67 @@ describe("agentk configuration", () => {
       });
       expect(found).toContainEqual(`${flag}: must not be empty`);
     }
+  });
+
+  test("each problem is reported once, in the order of the flags, whether the flag's own value or a check after it", async () => {
+    const found = await issues(
+      [
+        ...["--kas-address", "https://kas", "--ca-cert-file", "", "--kas-header", "nocolon"],
+        ...["--kas-tls-server-name", "", "--keepalive-interval", "55", "--kubeconfig", "/nonexistent/kc"],
+        ...["--service", "prometheus", "--observability-listen-address", "8080", "--log-level", "chatty"],
+      ],
+      { AGENTK_KAS_INSECURE_SKIP_TLS_VERIFY: "maybe" },
+    );
+    expect(found).toEqual([
+      '--kas-address: expected a ws/wss URL, got scheme "https" in "https://kas"',
+      "--token-file: required (or the token in AGENTK_TOKEN)",
+      "--ca-cert-file: must not be empty",
+      '--kas-header: expected "Name: value", got "nocolon"',
+      'AGENTK_KAS_INSECURE_SKIP_TLS_VERIFY: expected true or false, got "maybe"',
+      "--kas-tls-server-name: must not be empty",
+      '--keepalive-interval: expected a duration like "300s", "1m30s" or "250ms", got "55"',
+      "--kubeconfig: /nonexistent/kc does not exist or is not readable",
+      '--service: expected name=http://host:port, got "prometheus"',
+      '--observability-listen-address: expected host:port, got "8080"',
+      '--log-level: expected one of trace, debug, info, warn, error, fatal, silent, got "chatty"',
+    ]);
+  });
+
+  test("an empty --token-file is reported in its place, before the flags after it", async () => {
+    const found = await issues(["--kas-address", "wss://kas", "--token-file", "", "--log-level", "x"]);
+    const at = (prefix: string) => found.findIndex((line) => line.startsWith(prefix));
+    expect(at("--token-file: must not be empty")).toBeGreaterThanOrEqual(0);
+    expect(at("--token-file: must not be empty")).toBeLessThan(at("--log-level: "));
+  });
+
+  test("a file that cannot be read: its flag, its path and the error code", async () => {
+    expect(
+      await issues([
+        ...["--kas-address", "wss://kas", "--token-file", "/nonexistent/token"],
+        ...["--ca-cert-file", "/nonexistent/ca.pem", "--services-file", "/nonexistent/services.yaml"],
+      ]),
+    ).toEqual([
+      "--token-file: cannot read /nonexistent/token: ENOENT",
+      "--ca-cert-file: cannot read /nonexistent/ca.pem: ENOENT",
+      "--services-file: cannot read /nonexistent/services.yaml: ENOENT",
+    ]);
+  });
+
+  test("--services-file adds to --service; a name in both is refused under --services-file", async () => {
+    const file = join(dir, "services.yaml");
+    await writeFile(file, "services:\n  grafana: http://grafana.monitoring:3000\n");
+    const config = await load([
+      ...BASE,
+      tokenFile,
+      "--service",
+      "prom=http://prom:9090",
+      "--services-file",
+      file,
+    ]);
+    expect(config.services.map((s) => s.name)).toEqual(["prom", "grafana"]);
+    expect(
+      await issues([...BASE, tokenFile, "--service", "grafana=http://g", "--services-file", file]),
+    ).toEqual(["--services-file: service grafana is defined twice"]);
   });
 
   test("several problems are reported together", async () => {

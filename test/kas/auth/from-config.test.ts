@@ -4,14 +4,17 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import {
   AgentAuthError,
   createAuthenticatorFromConfig,
   createGitLabClientFromConfig,
 } from "../../../cmd/kas/auth/index.ts";
+import { SharedAnswerCache } from "../../../cmd/kas/auth/shared-answer-cache.ts";
 import { buildKasConfig } from "../../../cmd/kas/config/index.ts";
 import { GitLabClient, GitLabError, getAgentInfo } from "../../../tool/gitlab/index.ts";
+import { RedisServer } from "../../support/redis-server.ts";
 import { AGENT, memoryLogger, startGitLab, TOKEN } from "./helpers.ts";
 
 const STATIC_TOKEN = "dev-token-static-Wq4zN7";
@@ -185,5 +188,30 @@ describe("createAuthenticatorFromConfig", () => {
     await auth.authenticateAgent("glagent-unknown-Xv3bN8qL").catch(() => {});
     await auth.authenticateAgent(TOKEN);
     expect(api.agentInfoRequests).toBe(3);
+  });
+});
+
+describe("createAuthenticatorFromConfig with Redis", () => {
+  let redis: RedisServer;
+  beforeAll(async () => {
+    redis = await RedisServer.start();
+  });
+  afterAll(() => redis?.close());
+
+  test("two replicas built from the configuration ask GitLab once between them", async () => {
+    const { api, cfg, client } = await gitlabSetup();
+    const keyPrefix = "from-config:";
+    const replicas = [];
+    for (let i = 0; i < 2; i++) {
+      const c = new Redis({ ...redis.connection, lazyConnect: true, maxRetriesPerRequest: 0 });
+      c.on("error", () => {});
+      await c.connect();
+      cleanups.push(() => c.disconnect());
+      const shared = new SharedAnswerCache({ redis: { client: c, keyPrefix } });
+      replicas.push(await createAuthenticatorFromConfig(cfg, client, shared));
+    }
+    for (const auth of replicas)
+      await expect(auth.authenticateAgent(TOKEN)).resolves.toMatchObject({ agentId: "42" });
+    expect(api.agentInfoRequests).toBe(1);
   });
 });

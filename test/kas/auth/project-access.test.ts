@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import {
   createProjectAccessFromConfig,
   GitLabProjectAccess,
+  PROJECT_INFO,
   projectNameProblem,
   StaticProjectAccess,
 } from "../../../cmd/kas/auth/project-access.ts";
@@ -76,6 +77,68 @@ describe("projectNameProblem", () => {
     ["/", "has an empty path component"],
   ])("%j %s", (name, problem) => {
     expect(projectNameProblem(name)).toBe(problem);
+  });
+});
+
+describe("PROJECT_INFO (an answer as Redis holds it)", () => {
+  const repository = {
+    projectId: "99",
+    location: {
+      backend: "gitaly" as const,
+      gitaly: { address: "tcp://127.0.0.1:8075", token: "gitaly-secret", features: {} },
+      repository: {
+        storageName: "default",
+        relativePath: "group/manifests.git",
+        glRepository: "project-99",
+        glProjectPath: "group/manifests",
+      },
+    },
+  };
+  /** Through the JSON that is sealed into Redis and back. */
+  const roundTrip = (answer: Parameters<typeof PROJECT_INFO.encode>[0]) =>
+    PROJECT_INFO.decode(JSON.parse(JSON.stringify(PROJECT_INFO.encode(answer))));
+
+  test("a repository and a definitive refusal come back as they went in", () => {
+    expect(roundTrip({ value: repository })).toEqual({ value: repository });
+    for (const code of ["not_found", "forbidden"] as const) {
+      const back = roundTrip({ error: new ProjectAccessError(code, `project "x": ${code}`) });
+      expect(back).toEqual({ error: expect.any(ProjectAccessError) });
+      const error = (back as { error: ProjectAccessError }).error;
+      expect([error.code, error.message]).toEqual([code, `project "x": ${code}`]);
+    }
+  });
+
+  test("a refusal's message is stored up to 2000 characters", () => {
+    const stored = PROJECT_INFO.encode({ error: new ProjectAccessError("forbidden", "x".repeat(5000)) });
+    expect(stored).toEqual({ code: "forbidden", message: "x".repeat(2000) });
+  });
+
+  const withLocation = (location: object) => ({ repository: { ...repository, location } });
+  test.each([
+    ["nothing", undefined],
+    ["null", null],
+    ["a number", 42],
+    ["a string", "project_info"],
+    ["an empty object", {}],
+    ["a repository without a location", { repository: { projectId: "99" } }],
+    ["a repository whose id is a number", { repository: { ...repository, projectId: 99 } }],
+    ["a local location", withLocation({ ...repository.location, backend: "local" })],
+    ["no Gitaly server", withLocation({ backend: "gitaly", repository: repository.location.repository })],
+    [
+      "a Gitaly server without an address",
+      withLocation({ ...repository.location, gitaly: { token: "gitaly-secret" } }),
+    ],
+    ["no repository in Gitaly", withLocation({ backend: "gitaly", gitaly: repository.location.gitaly })],
+    [
+      "a repository in Gitaly without a path",
+      withLocation({ ...repository.location, repository: { storageName: "default" } }),
+    ],
+    ["an unavailable refusal", { code: "unavailable", message: "cannot ask GitLab now" }],
+    ["a refusal of another code", { code: "unauthenticated", message: "no" }],
+    ["a refusal without a message", { code: "forbidden" }],
+    ["a refusal whose message is not text", { code: "not_found", message: 404 }],
+  ])("%s (another version wrote it, or nothing valid) reads as no answer", (_, stored) => {
+    expect(PROJECT_INFO.decode(stored)).toBeUndefined();
   });
 });
 

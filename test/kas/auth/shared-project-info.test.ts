@@ -174,6 +174,8 @@ describe("project_info shared through Redis", () => {
     expect(await codeOf(a!.access.repositoryFor(agent(), "group/manifests"))).toBe("unavailable");
     expect(await codeOf(b!.access.repositoryFor(agent(), "group/manifests"))).toBe("unavailable");
     expect(asked()).toBe(2);
+    const c = await connect();
+    expect(await c.exists(a!.shared.key(PROJECT_INFO, TOKEN, "group/manifests"))).toBe(0);
     // Nor did the replica that got it keep it.
     await expect(a!.access.repositoryFor(agent(), "group/manifests")).resolves.toMatchObject({
       projectId: "99",
@@ -205,9 +207,41 @@ describe("project_info shared through Redis", () => {
     for (const clear of [TOKEN, "group/manifests", "gitaly"])
       expect(value.includes(Buffer.from(clear))).toBe(false);
     expect(key).not.toContain("group");
+    expect(key).toMatch(/^t[0-9a-f]{8}:project_info:[\w-]+$/); // the kind, apart from agent_info's
     const ttl = await c.pttl(key);
     expect(ttl).toBeGreaterThan(TTL - 10_000);
     expect(ttl).toBeLessThanOrEqual(TTL);
+  });
+
+  test("an answer lives in Redis for the access's TTL, a refusal for its error TTL (5 and 1 min by default)", async () => {
+    const c = await connect();
+    const shared = new SharedAnswerCache({
+      redis: { client: c, keyPrefix: `t${randomBytes(4).toString("hex")}:` },
+    });
+    /** Redis's TTLs of an answer and a refusal the access just got from GitLab. */
+    const ttls = async (access: GitLabProjectAccess) => {
+      await access.repositoryFor(agent(), "group/manifests");
+      await access.repositoryFor(agent(), "group/private").catch(() => {});
+      const answer = await c.pttl(shared.key(PROJECT_INFO, TOKEN, "group/manifests"));
+      const refusal = await c.pttl(shared.key(PROJECT_INFO, TOKEN, "group/private"));
+      await c.del(
+        shared.key(PROJECT_INFO, TOKEN, "group/manifests"),
+        shared.key(PROJECT_INFO, TOKEN, "group/private"),
+      );
+      return [answer, refusal];
+    };
+    const [answer, refusal] = await ttls(
+      new GitLabProjectAccess(client, { ttlMs: 120_000, errorTtlMs: 30_000, shared }),
+    );
+    expect(answer).toBeGreaterThan(110_000);
+    expect(answer).toBeLessThanOrEqual(120_000);
+    expect(refusal).toBeGreaterThan(20_000);
+    expect(refusal).toBeLessThanOrEqual(30_000);
+    const [byDefault, refusalByDefault] = await ttls(new GitLabProjectAccess(client, { shared }));
+    expect(byDefault).toBeGreaterThan(TTL - 10_000);
+    expect(byDefault).toBeLessThanOrEqual(TTL);
+    expect(refusalByDefault).toBeGreaterThan(ERROR_TTL - 10_000);
+    expect(refusalByDefault).toBeLessThanOrEqual(ERROR_TTL);
   });
 
   test("an entry copied under another project's key reads as a miss", async () => {
@@ -231,7 +265,9 @@ describe("project_info shared through Redis", () => {
       errors,
       replicas: [a, b],
     } = await replicas(2);
-    await Promise.all([once(a!.client, "close"), once(b!.client, "close"), redis.stop()]);
+    // Each wait bounded: a connection that never closes or comes back fails here, not at the test timeout.
+    const closed = { signal: AbortSignal.timeout(10_000) };
+    await Promise.all([once(a!.client, "close", closed), once(b!.client, "close", closed), redis.stop()]);
     try {
       await expect(a!.access.repositoryFor(agent(), "group/manifests")).resolves.toMatchObject({
         projectId: "99",
@@ -246,7 +282,8 @@ describe("project_info shared through Redis", () => {
     } finally {
       await redis.start();
     }
-    await Promise.all([once(a!.client, "ready"), once(b!.client, "ready")]);
+    const ready = { signal: AbortSignal.timeout(10_000) };
+    await Promise.all([once(a!.client, "ready", ready), once(b!.client, "ready", ready)]);
     await a!.access.repositoryFor(agent(), "group/other");
     await b!.access.repositoryFor(agent(), "group/other");
     expect(asked()).toBe(3);

@@ -226,6 +226,32 @@ describe("TokenRecheck with an authenticator that answers as told", () => {
     expect(pending).toHaveLength(2);
   });
 
+  test("without onResult and log, re-checks go on after an answer and after a failure", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
+    const pending: Answer[] = [];
+    const recheck = new TokenRecheck({
+      authenticator: {
+        authenticateAgent: (_token, options) =>
+          new Promise((resolve, reject) => {
+            const answer = () => resolve({ ...AGENT, agentId: "42", projectId: "7" });
+            pending.push({ resolve: answer, reject, signal: options?.signal });
+          }),
+      },
+      intervalMs: 1000,
+    });
+    cleanups.push(() => recheck.destroy());
+    const refusals: AgentAuthError[] = [];
+    recheck.watch(new AgentToken(TOKEN), (e) => refusals.push(e));
+    await vi.advanceTimersByTimeAsync(1101);
+    pending[0]!.resolve();
+    await vi.advanceTimersByTimeAsync(1101);
+    expect(pending).toHaveLength(2);
+    pending[1]!.reject(new AgentAuthError("unavailable", "GitLab answered HTTP 500"));
+    await vi.advanceTimersByTimeAsync(1101);
+    expect(pending).toHaveLength(3);
+    expect(refusals).toEqual([]);
+  });
+
   test("stopping aborts the re-checks in flight, reports nothing, and watches nothing after", async () => {
     const { recheck, pending, results, holder, period } = setupManual();
     const tunnel = holder(TOKEN);
