@@ -72,7 +72,10 @@ export async function loadAgentkConfig(options: LoadAgentkConfigOptions): Promis
     fail("--kas-address", "required (or AGENTK_KAS_ADDRESS), e.g. wss://kas.gitlab.example.com");
 
   reportFlag("token-file");
-  const token = await readToken([flags.tokenFile, sourceOf("token-file")], env, fail);
+  // An empty --token-file is its own problem, not also a missing token.
+  const token = flagIssue("token-file")
+    ? undefined
+    : await readToken([flags.tokenFile, sourceOf("token-file")], env, fail);
 
   reportFlag("ca-cert-file");
   if (flags.caCertFile !== undefined) await checkPemFile(flags.caCertFile, sourceOf("ca-cert-file"), fail);
@@ -81,6 +84,7 @@ export async function loadAgentkConfig(options: LoadAgentkConfigOptions): Promis
   for (const name of ["kas-insecure-skip-tls-verify", "kas-tls-server-name", "keepalive-interval"])
     reportFlag(name);
 
+  reportFlag("kubeconfig");
   const kubernetes = await resolveKubeConfig(
     {
       flag: sourceOf("kubeconfig") === "--kubeconfig" ? flags.kubernetesApi.kubeconfig : undefined,
@@ -89,6 +93,8 @@ export async function loadAgentkConfig(options: LoadAgentkConfigOptions): Promis
     },
     fail,
   );
+  reportFlag("service");
+  reportFlag("services-file");
   const services = await readServices(flags, sourceOf, fail);
   reportFlag("observability-listen-address");
   reportFlag("log-level");

@@ -55,10 +55,7 @@ export class CachedAuthenticator implements AgentAuthenticator {
   constructor(inner: AgentAuthenticator, { shared, ...options }: CacheOptions = {}) {
     this.#inner = inner;
     this.#cache = new AnswerCache((err) => {
-      const error =
-        err instanceof AgentAuthError
-          ? err
-          : new AgentAuthError("unavailable", "authentication failed", { cause: err });
+      const error = AgentAuthError.from(err);
       return { error, definitive: error.definitive };
     }, options);
     this.#shared =

@@ -24,6 +24,24 @@ export class AgentAuthError extends Error {
     this.code = code;
   }
 
+  /** `err` itself when it is one; anything else (a bug, a failure nobody classified) as `unavailable`, kept as the cause. */
+  static from(err: unknown): AgentAuthError {
+    return err instanceof AgentAuthError
+      ? err
+      : new AgentAuthError("unavailable", "authentication failed", { cause: err });
+  }
+
+  /**
+   * For logs: what went wrong underneath, when the message alone ("authentication failed") does
+   * not say. Nobody vouches for a foreign error's text, so the token is cut out of it.
+   */
+  causeText(token: string): string | undefined {
+    const cause = this.cause;
+    if (cause === undefined || cause instanceof AgentAuthError) return undefined;
+    const text = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
+    return token === "" ? text : text.replaceAll(token, "[token]");
+  }
+
   get httpStatus(): number {
     return HTTP_STATUS[this.code];
   }

@@ -40,15 +40,14 @@ export function createAgentAuthenticate(options: AgentAuthenticateOptions) {
       return { ...info, token: new AgentToken(token), ...(Object.keys(pod).length > 0 && { pod }) };
     } catch (err) {
       if (context.signal.aborted) throw err; // the handshake is gone; the listener answers timeouts itself
-      const error =
-        err instanceof AgentAuthError
-          ? err
-          : new AgentAuthError("unavailable", "authentication failed", { cause: err });
+      const error = AgentAuthError.from(err);
       onResult?.(error.code);
+      const cause = error.causeText(token);
       const fields = {
         tokenFingerprint: tokenFingerprint(token),
         code: error.code,
         remoteAddress: request.remoteAddress,
+        ...(cause !== undefined && { cause }),
       };
       if (error.definitive) log?.info({ ...fields, reason: error.message }, "agent refused");
       else log?.warn({ ...fields, reason: error.message }, "agent authentication unavailable");

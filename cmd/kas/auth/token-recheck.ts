@@ -97,10 +97,7 @@ export class TokenRecheck {
     try {
       await this.#authenticator.authenticateAgent(group.token.reveal(), { signal: this.#stopped.signal });
     } catch (err) {
-      error =
-        err instanceof AgentAuthError
-          ? err
-          : new AgentAuthError("unavailable", "authentication failed", { cause: err });
+      error = AgentAuthError.from(err);
     }
     if (this.#groups.get(key) !== group) return; // every holder left, or kas is stopping
     this.#onResult?.(error?.code ?? "ok");
@@ -110,8 +107,14 @@ export class TokenRecheck {
       return;
     }
     if (error) {
+      const cause = error.causeText(group.token.reveal());
       this.#log?.warn(
-        { tokenFingerprint: group.token.fingerprint, reason: error.message, tunnels: group.refused.size },
+        {
+          tokenFingerprint: group.token.fingerprint,
+          reason: error.message,
+          ...(cause !== undefined && { cause }),
+          tunnels: group.refused.size,
+        },
         "agent token: re-check failed; its tunnels stay, asked about again later",
       );
     }

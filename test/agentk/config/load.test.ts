@@ -345,11 +345,17 @@ describe("agentk configuration", () => {
     ]);
   });
 
-  test("an empty --token-file is reported in its place, before the flags after it", async () => {
-    const found = await issues(["--kas-address", "wss://kas", "--token-file", "", "--log-level", "x"]);
-    const at = (prefix: string) => found.findIndex((line) => line.startsWith(prefix));
-    expect(at("--token-file: must not be empty")).toBeGreaterThanOrEqual(0);
-    expect(at("--token-file: must not be empty")).toBeLessThan(at("--log-level: "));
+  test("empty file flags are each reported once, in their place, and nothing more is said of them", async () => {
+    const found = await issues([
+      ...["--kas-address", "wss://kas", "--token-file", "", "--kubeconfig", ""],
+      ...["--services-file", "", "--log-level", "x"],
+    ]);
+    expect(found).toEqual([
+      "--token-file: must not be empty", // not also "required": the flag was given
+      "--kubeconfig: must not be empty",
+      "--services-file: must not be empty",
+      '--log-level: expected one of trace, debug, info, warn, error, fatal, silent, got "x"',
+    ]);
   });
 
   test("a file that cannot be read: its flag, its path and the error code", async () => {

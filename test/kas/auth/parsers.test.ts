@@ -153,7 +153,12 @@ describe("createAgentAuthenticate", () => {
     ]);
     expect(results).toEqual(["unavailable"]);
     expect(logged.map((l) => [l.level, l.msg])).toEqual([["warn", "agent authentication unavailable"]]);
-    expect(logged[0]!.obj).toMatchObject({ code: "unavailable", reason: "authentication failed" });
+    // The log says what went wrong underneath, with the token cut out of the foreign error's text.
+    expect(logged[0]!.obj).toMatchObject({
+      code: "unavailable",
+      reason: "authentication failed",
+      cause: "Error: socket hang up talking about [token]",
+    });
     expect(JSON.stringify(logged)).not.toContain(TOKEN);
   });
 
@@ -210,6 +215,23 @@ describe("createAgentAuthenticate", () => {
     expect(codes.map((c) => new AgentAuthError(c, "m").httpStatus)).toEqual([401, 403, 404, 503]);
     expect(codes.map((c) => new AgentAuthError(c, "m").definitive)).toEqual([true, true, true, false]);
     expect(new AgentAuthError("not_found", "m").name).toBe("AgentAuthError");
+  });
+
+  test("AgentAuthError.from keeps one as it is and makes anything else unavailable, kept as its cause", () => {
+    const refusal = new AgentAuthError("not_found", "gone");
+    expect(AgentAuthError.from(refusal)).toBe(refusal);
+    expect(refusal.causeText("t")).toBeUndefined();
+    const wrapped = AgentAuthError.from(new RangeError("bad t!"));
+    expect([wrapped.code, wrapped.message, wrapped.definitive]).toEqual([
+      "unavailable",
+      "authentication failed",
+      false,
+    ]);
+    expect(wrapped.causeText("t!")).toBe("RangeError: bad [token]");
+    expect(wrapped.causeText("")).toBe("RangeError: bad t!"); // no token to cut
+    expect(AgentAuthError.from("down").causeText("x")).toBe("down"); // not even an Error
+    // An AgentAuthError as the cause has said its piece in the message already.
+    expect(new AgentAuthError("unavailable", "m", { cause: refusal }).causeText("t")).toBeUndefined();
   });
 });
 

@@ -207,6 +207,7 @@ describe("TokenRecheck with an authenticator that answers as told", () => {
     expect(line).toMatchObject({
       tokenFingerprint: new AgentToken(TOKEN).fingerprint,
       reason: "authentication failed",
+      cause: "TypeError: fetch failed", // what went wrong underneath, not just that it did
       tunnels: 2,
       msg: "agent token: re-check failed; its tunnels stay, asked about again later",
     });
