@@ -2,7 +2,7 @@
 // stream is accepted only once an agent tunnel here accepted the same header, and "no tunnel
 // here" is told apart from the agent's own refusal (isNoTunnel). No Redis: a PeerPool dials it.
 import type { Duplex } from "node:stream";
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { afterAll, expect, test } from "vitest";
 import {
   isNoTunnel,
   LocalRegistry,
@@ -28,37 +28,52 @@ import { readAll, SECRET } from "./harness.ts";
 
 const auth = new PeerAuth({ secret: SECRET });
 const local = new LocalRegistry();
-let peers: TunnelServer<PeerIdentity>;
-let agents: TunnelServer<string>;
-let pool: PeerPool;
 const clients: TunnelClient[] = [];
 /** Per agent id: the agent's admit hook waits for this while set. */
 const gates = new Map<string, Promise<void>>();
 const admitted: string[] = [];
 const agentStreams: Duplex[] = [];
 
-beforeAll(async () => {
-  peers = await servePeers({
-    host: "127.0.0.1",
-    auth,
-    local,
-    replicaId: "r1",
-    openTimeoutMs: 300,
-    tunnel: { keepAliveIntervalMs: 0 },
-    limits: { maxConnections: 3 },
-  });
-  agents = await serveTunnels<string>({
-    host: "127.0.0.1",
-    authenticate: (req) => String(req.headers["x-agent-id"]),
-    onSession: (s) => local.register(s.identity, s),
-  });
-  pool = new PeerPool({ token: () => auth.sign("r2"), tunnel: { keepAliveIntervalMs: 0 } });
-});
+interface Servers {
+  peers: TunnelServer<PeerIdentity>;
+  agents: TunnelServer<string>;
+  pool: PeerPool;
+}
+
+let started: Promise<Servers> | undefined;
+/**
+ * The servers, started by the first test that needs them. Not in `beforeAll`: there a throwing
+ * `servePeers` would only mark the file's tests skipped; here it fails every test that awaits it.
+ */
+function servers(): Promise<Servers> {
+  started ??= (async () => {
+    const peers = await servePeers({
+      host: "127.0.0.1",
+      auth,
+      local,
+      replicaId: "r1",
+      openTimeoutMs: 300,
+      tunnel: { keepAliveIntervalMs: 0 },
+      limits: { maxConnections: 3 },
+    });
+    const agents = await serveTunnels<string>({
+      host: "127.0.0.1",
+      authenticate: (req) => String(req.headers["x-agent-id"]),
+      onSession: (s) => local.register(s.identity, s),
+    });
+    const pool = new PeerPool({ token: () => auth.sign("r2"), tunnel: { keepAliveIntervalMs: 0 } });
+    return { peers, agents, pool };
+  })();
+  return started;
+}
+
 afterAll(async () => {
-  pool.destroy();
+  const s = await started?.catch(() => undefined);
+  if (!s) return;
+  s.pool.destroy();
   await Promise.all(clients.map((c) => c.close(0)));
-  await peers.close(0);
-  await agents.close(0);
+  await s.peers.close(0);
+  await s.agents.close(0);
 });
 
 /** An agent serving gRPC and HTTP kinds: answers "<kind> <header agent id> <service>\n", then echoes. */
@@ -76,6 +91,7 @@ async function agent(agentId: string, options: { silent?: boolean } = {}): Promi
   };
   dispatcher.register(Kind.KIND_GRPC, handler, { admit });
   dispatcher.register(Kind.KIND_HTTP, handler, { admit });
+  const { agents } = await servers();
   const client = new TunnelClient({
     url: agents.url,
     dial: { headers: { "x-agent-id": agentId } },
@@ -89,8 +105,10 @@ async function agent(agentId: string, options: { silent?: boolean } = {}): Promi
 }
 
 /** Opens a stream through the private API, as a forwarding replica does. */
-const forward = (header: StreamHeaderInit, timeoutMs = 2000) =>
-  openWithHeader((s) => pool.open(peers.url, s), header, { timeoutMs });
+async function forward(header: StreamHeaderInit, timeoutMs = 2000): Promise<Duplex> {
+  const { peers, pool } = await servers();
+  return openWithHeader((s) => pool.open(peers.url, s), header, { timeoutMs });
+}
 
 test("a forwarded stream reaches the agent with the header unchanged, for every kind", async () => {
   await agent("11");
@@ -144,6 +162,7 @@ test("the agent's own refusal passes through unchanged, and is not 'no tunnel'",
 
 test("a peer that leaves while the agent decides: the agent's stream is not leaked", async () => {
   await agent("15");
+  const { peers, pool } = await servers();
   let release!: () => void;
   gates.set("15", new Promise<void>((r) => (release = r)));
   const before = agentStreams.length;
@@ -162,6 +181,7 @@ test("a peer that leaves while the agent decides: the agent's stream is not leak
 });
 
 test("a peer without a bearer token, with a malformed one or an invalid one: 401, saying why", async () => {
+  const { peers } = await servers();
   const refusal = (headers: Record<string, string>) =>
     dial(peers.url, { headers }).then(
       (t) => {
@@ -190,6 +210,7 @@ test("a peer without a bearer token, with a malformed one or an invalid one: 401
 });
 
 test("a valid token, whatever the case of 'Bearer' and the spaces after it: the session is the signer's", async () => {
+  const { peers } = await servers();
   const token = await auth.sign("r9");
   const seen = new Promise<PeerIdentity>((resolve) => {
     const check = () => {
@@ -203,7 +224,8 @@ test("a valid token, whatever the case of 'Bearer' and the spaces after it: the 
   t.destroy();
 });
 
-test("the listen limits reach the listener (here: at most 3 connections)", () => {
+test("the listen limits reach the listener (here: at most 3 connections)", async () => {
+  const { peers } = await servers();
   expect(peers.listener.server.maxConnections).toBe(3);
 });
 

@@ -1,16 +1,19 @@
 // Router's own rules, beside the end-to-end routing tests: what it refuses before start, the
-// deadline and abort of a dial, the header it sends, its opener, and what start, drain and close
+// deadline and abort of a dial, the header it sends, its opener, where an announcement sends a
+// waiting dial, which refusals through a peer end a dial at once, and what start, drain and close
 // do to the private API, Redis and waiting dials. One redis-server for the file.
+import { once } from "node:events";
+import { connect, type Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
 import { DEFAULT_DIAL_TIMEOUT_MS, NoTunnelError, Router } from "../../lib/router/index.ts";
-import { Kind, StreamDispatcher } from "../../lib/tunnel/header/index.ts";
+import { Kind, RejectCode, StreamDispatcher } from "../../lib/tunnel/header/index.ts";
 import { TunnelClient, type TunnelServer } from "../../lib/tunnel/session/index.ts";
 import { dial } from "../../lib/tunnel/transport/index.ts";
 import { closedPort } from "../support/ports.ts";
 import { RedisServer } from "../support/redis-server.ts";
-import { until } from "../support/until.ts";
+import { until, within } from "../support/until.ts";
 import { ask, FAST, PREFIX, readAll, SECRET, serveAgents, startAgent, startReplica } from "./harness.ts";
 
 const HTTP = { kind: Kind.KIND_HTTP, service: "echo" } as const;
@@ -39,6 +42,24 @@ async function headerAgent(
   clients.push(client);
   await client.ready(5000);
   if (router) await until(() => router.local.usable(agentId), 5000, `agent ${agentId} registered`);
+  return client;
+}
+
+/** An agent that takes every stream and never answers its header; `streams` collects them. */
+async function silentAgent(
+  agents: TunnelServer<string>,
+  agentId: string,
+  router: Router,
+  streams: Duplex[],
+): Promise<TunnelClient> {
+  const client = new TunnelClient({
+    url: agents.url,
+    dial: { headers: { "x-agent-id": agentId } },
+    onStream: (stream) => void streams.push(stream.on("error", () => {})),
+  }).start();
+  clients.push(client);
+  await client.ready(5000);
+  await until(() => router.local.usable(agentId), 5000, `agent ${agentId} registered`);
   return client;
 }
 
@@ -72,23 +93,35 @@ describe("before start", () => {
 });
 
 describe("single replica", () => {
-  let router: Router;
-  let agents: TunnelServer<string>;
-  beforeAll(async () => {
-    router = await new Router({ privateApi: { auth: { secret: SECRET } }, defaultTimeoutMs: 150 }).start();
-    agents = await serveAgents(router);
-  });
+  let started: Promise<{ router: Router; agents: TunnelServer<string> }> | undefined;
+  /**
+   * The router and its agent listener, started by the first test that needs them. Not in
+   * `beforeAll`: there a `start` that throws would only mark the tests skipped.
+   */
+  const setup = () => {
+    started ??= (async () => {
+      const router = await new Router({
+        privateApi: { auth: { secret: SECRET } },
+        defaultTimeoutMs: 150,
+      }).start();
+      return { router, agents: await serveAgents(router) };
+    })();
+    return started;
+  };
   afterAll(async () => {
-    await router.close(0);
-    await agents.close(0);
+    const s = await started?.catch(() => undefined);
+    await s?.router.close(0);
+    await s?.agents.close(0);
   });
 
-  test("no private API even when one is configured; no cluster registry", () => {
+  test("no private API even when one is configured; no cluster registry", async () => {
+    const { router } = await setup();
     expect(() => router.privateUrl).toThrow("router is single-replica");
     expect(() => router.cluster).toThrow("router is single-replica: no cluster registry");
   });
 
   test("the stream goes to the dialed agent: the header's agent id is replaced by it", async () => {
+    const { router, agents } = await setup();
     await headerAgent(agents, "21", router);
     const stream = await router.dial("21", { ...HTTP, agentId: "99" }, { deadline: Date.now() + 5000 });
     stream.end("x");
@@ -96,12 +129,17 @@ describe("single replica", () => {
   });
 
   test("without a deadline a dial waits defaultTimeoutMs; a Date deadline is taken as its time", async () => {
+    const { router } = await setup();
     expect(DEFAULT_DIAL_TIMEOUT_MS).toBe(10_000);
     let start = Date.now();
     const err = await router.dial("404", HTTP).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(NoTunnelError);
     expect(Date.now() - start).toBeGreaterThanOrEqual(140);
     expect(Date.now() - start).toBeLessThan(DEFAULT_DIAL_TIMEOUT_MS);
+    // The error says how long the dial waited.
+    const waited = Number(/^no tunnel to agent 404 within (\d+) ms$/.exec((err as Error).message)?.[1]);
+    expect(waited).toBeGreaterThanOrEqual(140);
+    expect(waited).toBeLessThan(DEFAULT_DIAL_TIMEOUT_MS);
     start = Date.now();
     await expect(router.dial("404", HTTP, { deadline: new Date(start + 250) })).rejects.toBeInstanceOf(
       NoTunnelError,
@@ -110,6 +148,7 @@ describe("single replica", () => {
   });
 
   test("the caller's abort ends a dial with its reason, before or while it waits", async () => {
+    const { router } = await setup();
     const reason = new Error("caller gone");
     await expect(router.dial("404", HTTP, { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
     const ctl = new AbortController();
@@ -119,6 +158,7 @@ describe("single replica", () => {
   });
 
   test("a dial waiting when the agent connects is served", async () => {
+    const { router, agents } = await setup();
     const waiting = router.dial("22", HTTP, { deadline: Date.now() + 5000 });
     await headerAgent(agents, "22");
     const stream = await waiting;
@@ -127,6 +167,7 @@ describe("single replica", () => {
   });
 
   test("opener: every stream to the agent, within its own timeout or else defaultTimeoutMs", async () => {
+    const { router, agents } = await setup();
     await headerAgent(agents, "23", router);
     const stream = await router.opener("23", { ...HTTP, service: "s" }, 5000)(new AbortController().signal);
     stream.end("o");
@@ -146,6 +187,7 @@ describe("single replica", () => {
   });
 
   test("register routes over a tunnel until its unregister function is called", async () => {
+    const { router, agents } = await setup();
     const client = await headerAgent(agents, "24", router);
     const other = new Router({});
     await other.start();
@@ -155,6 +197,55 @@ describe("single replica", () => {
     expect(other.local.agentIds()).toEqual([]);
     await other.close(0);
     expect(client.active).toBeDefined();
+  });
+
+  test("an agent that never answers the header: the dial ends at its deadline, or at once on the caller's abort", async () => {
+    const { router, agents } = await setup();
+    const streams: Duplex[] = [];
+    await silentAgent(agents, "25", router, streams);
+    const late = router.dial("25", HTTP, { deadline: Date.now() + 200 }).catch((e: unknown) => e);
+    expect(await within(late, 5000, "the dial to end at its deadline")).toBeInstanceOf(NoTunnelError);
+    expect(streams).toHaveLength(1); // the agent did get the stream, and said nothing
+    const reason = new Error("caller gone");
+    const ctl = new AbortController();
+    const aborted = router
+      .dial("25", HTTP, { signal: ctl.signal, deadline: Date.now() + 30_000 })
+      .catch((e: unknown) => e);
+    await until(() => streams.length === 2, 5000, "the second stream at the agent");
+    ctl.abort(reason);
+    expect(await within(aborted, 5000, "the dial to end on abort")).toBe(reason);
+  });
+
+  test("a dial that was served leaves nothing behind waiting for its deadline", async () => {
+    // A router of its own: an earlier dial's wait must not be what holds the timer.
+    const router = await new Router({}).start();
+    const agents = await serveAgents(router);
+    try {
+      await headerAgent(agents, "26", router);
+      // Only timeouts are faked: the tunnel's I/O runs as usual. A dial that left its wait armed
+      // would leave that wait's timer for the deadline, a minute away.
+      vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+      let stream: Duplex;
+      try {
+        stream = await router.dial("26", HTTP, { deadline: Date.now() + 60_000 });
+        expect(vi.getTimerCount()).toBe(0);
+      } finally {
+        vi.useRealTimers();
+      }
+      stream.end("x");
+      expect((await readAll(stream)).toString()).toBe("26 echo\nx");
+    } finally {
+      await router.close(0);
+      await agents.close(0);
+    }
+  });
+
+  test("drain and close have no private API to stop; close fails the dials still waiting", async () => {
+    const r = await new Router({}).start();
+    const waiting = r.dial("404", HTTP, { deadline: Date.now() + 10_000 }).catch((e: unknown) => e);
+    r.drain();
+    await r.close(100);
+    expect(await waiting).toEqual(new Error("router closed"));
   });
 });
 
@@ -274,7 +365,7 @@ describe("clustered", () => {
     }
   });
 
-  test("one holder refuses our credentials, another says it has no tunnel: wait, not PeerRejectedError", async () => {
+  test("the only holder refuses our credentials: PeerRejectedError at once; another holder saying it has no tunnel: wait", async () => {
     const [a, b] = await Promise.all([replica("ra"), replica("rb")]);
     const c = await startReplica("rc", redis, { auth: { secret: Buffer.alloc(32, 7) } });
     const agent = startAgent(c, "52");
@@ -282,6 +373,13 @@ describe("clustered", () => {
     await agent.ready(5000);
     try {
       await until(async () => (await b.router.cluster.lookup("52")).length === 1, 5000, "rc's entry");
+      // Waiting would only turn the configuration error into a timeout.
+      const refused = b.router.dial("52", HTTP, { deadline: Date.now() + 30_000 }).catch((e: unknown) => e);
+      expect(await within(refused, 5000, "the refusal")).toMatchObject({
+        name: "PeerRejectedError",
+        code: "PEER_REJECTED",
+        status: 401,
+      });
       // ra claims the agent too (a stale entry): it answers "no tunnel here".
       const c2 = new Redis({ ...redis.connection, lazyConnect: true });
       await c2.connect();
@@ -347,6 +445,115 @@ describe("clustered", () => {
       expect((await readAll(stream)).toString()).toBe("43\nunder way");
       // a new one cannot reach a any more.
       await expect(ask(b.router, "43", "new", 300)).rejects.toBeInstanceOf(NoTunnelError);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  test("limits given for the private API reach its listener (here: one connection at a time)", async () => {
+    const limited: string[] = [];
+    const r = new Router({
+      privateApi: {
+        host: "127.0.0.1",
+        auth: { secret: SECRET },
+        limits: { maxConnections: 1, onLimit: (limit) => limited.push(limit) },
+      },
+      redis: { server: redis.connection, keyPrefix: `${PREFIX}lim:`, ...FAST },
+    });
+    await r.start();
+    const { hostname, port } = new URL(r.privateUrl);
+    const sockets: Socket[] = [];
+    try {
+      const first = connect(Number(port), hostname).on("error", () => {});
+      sockets.push(first);
+      await once(first, "connect");
+      sockets.push(connect(Number(port), hostname).on("error", () => {}));
+      await until(() => limited.length > 0, 5000, "the second connection to be dropped");
+      expect(limited).toEqual(["max connections"]);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await r.close(0);
+    }
+  });
+
+  test("without onError, Redis failures still reach the registry's other listeners", async () => {
+    const r = new Router({
+      privateApi: { host: "127.0.0.1", auth: { secret: SECRET } },
+      redis: { server: { host: "127.0.0.1", port: await closedPort() }, ...FAST },
+    });
+    await r.start();
+    try {
+      const errors: Error[] = [];
+      r.cluster.on("error", (err) => errors.push(err));
+      await until(() => errors.length > 0, 5000, "a Redis error");
+      expect(errors[0]!.message).toMatch(/ECONNREFUSED/);
+    } finally {
+      await r.close(0);
+    }
+  });
+
+  test("a waiting dial that hears a replica announce the agent goes to that replica, without asking Redis again", async () => {
+    const a = await replica("na");
+    // nb keeps its entries under another prefix: its lookups never find na's, and it does not
+    // hear na's announcements. Only the announcement emitted below tells it where agent 61 is.
+    const b = await startReplica("nb", redis, { redis: { keyPrefix: `${PREFIX}nb:` } });
+    const agent = startAgent(a, "61");
+    clients.push(agent);
+    await agent.ready(5000);
+    try {
+      await until(() => a.router.local.usable("61"), 5000, "agent 61 at na");
+      expect(await b.router.cluster.lookup("61")).toEqual([]);
+      const waiting = ask(b.router, "61", "announced", 3000);
+      await b.router.cluster.lookup("61"); // queued behind the dial's lookup: it is waiting now
+      b.router.cluster.emit("announce", "61", { replicaId: "na", url: a.router.privateUrl });
+      expect(await waiting).toBe("61\nannounced");
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  test("through a peer: the agent's own refusal comes back at once; an agent that never answers ends the dial at its deadline", async () => {
+    const [a, b] = await Promise.all([replica("pa"), replica("pb")]);
+    const agent = startAgent(a, "62"); // serves the HTTP kind only
+    clients.push(agent);
+    await agent.ready(5000);
+    await silentAgent(a.agents, "63", a.router, []);
+    try {
+      for (const id of ["62", "63"])
+        await until(
+          async () => (await b.router.cluster.lookup(id)).length === 1,
+          5000,
+          `pa's entry for ${id}`,
+        );
+      const grpc = { kind: Kind.KIND_GRPC, service: "x" };
+      const refused = b.router.dial("62", grpc, { deadline: Date.now() + 30_000 }).catch((e: unknown) => e);
+      expect(await within(refused, 5000, "the agent's refusal")).toMatchObject({
+        name: "StreamRejectedError",
+        code: RejectCode.REJECT_CODE_UNKNOWN_KIND,
+      });
+      const silent = b.router.dial("63", HTTP, { deadline: Date.now() + 300 }).catch((e: unknown) => e);
+      expect(await within(silent, 5000, "the dial to end at its deadline")).toBeInstanceOf(NoTunnelError);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  test("close(graceMs): a stream forwarded through this replica finishes within the grace; then nothing listens", async () => {
+    const [a, b] = await Promise.all([replica("ga"), replica("gb")]);
+    const agent = startAgent(a, "45");
+    clients.push(agent);
+    await agent.ready(5000);
+    try {
+      await until(async () => (await b.router.cluster.lookup("45")).length === 1, 5000, "ga's entry");
+      const stream = await b.router.dial("45", HTTP, { deadline: Date.now() + 2000 });
+      const url = a.router.privateUrl;
+      const closing = a.router.close(30_000);
+      // Unpublished: the close has moved on to the private API, which now lets the stream finish.
+      await until(async () => !("ga" in (await entries("45"))), 5000, "ga's entry to go");
+      stream.end("in grace");
+      expect((await readAll(stream)).toString()).toBe("45\nin grace");
+      await within(closing, 5000, "the close, once the stream finished");
+      await expect(dial(url)).rejects.toMatchObject({ code: "NETWORK", cause: { code: "ECONNREFUSED" } });
     } finally {
       await Promise.all([a.close(), b.close()]);
     }
