@@ -93,8 +93,7 @@ export async function loadAgentkConfig(options: LoadAgentkConfigOptions): Promis
     },
     fail,
   );
-  reportFlag("service");
-  reportFlag("services-file");
+  reportFlag("services-file"); // --service's values are checked by readServices itself
   const services = await readServices(flags, sourceOf, fail);
   reportFlag("observability-listen-address");
   reportFlag("log-level");
