@@ -2,62 +2,25 @@
 // it writes and their lifetimes, announcements, lookups that skip expired and dead entries,
 // republishing after a failure, and what close leaves behind. Each test has its own key prefix.
 import { randomUUID } from "node:crypto";
-import { Redis } from "ioredis";
-import { afterAll, beforeAll, expect, test } from "vitest";
+import type { Redis } from "ioredis";
+import { beforeAll, expect, test } from "vitest";
 import {
   DEFAULT_KEY_PREFIX,
   RedisRegistry,
   type RedisRegistryOptions,
   RegistryUnavailableError,
 } from "../../lib/router/index.ts";
-import { RedisServer } from "../support/redis-server.ts";
 import { until } from "../support/until.ts";
 import { next } from "./harness.ts";
+import { prefix, registryFixture, started } from "./redis-registry-support.ts";
 
-let redis: RedisServer;
+const f = registryFixture();
+const client = () => f.client();
+const registry = f.registry;
 let admin: Redis;
-const registries: RedisRegistry[] = [];
-beforeAll(async () => {
-  redis = await RedisServer.start();
-  admin = client();
-  await admin.connect();
+beforeAll(() => {
+  admin = f.admin();
 });
-afterAll(async () => {
-  await Promise.all(registries.map((r) => r.close({ unpublish: false })));
-  admin?.disconnect();
-  await redis?.close();
-});
-
-function client(): Redis {
-  return new Redis({
-    ...redis.connection,
-    lazyConnect: true,
-    maxRetriesPerRequest: null,
-    retryStrategy: () => 20,
-  });
-}
-
-type Options = Partial<RedisRegistryOptions> & { replicaId: string };
-function registry(o: Options): RedisRegistry {
-  const r = new RedisRegistry({
-    commands: client(),
-    subscriber: client(),
-    url: `wss://${o.replicaId}`,
-    ...o,
-  });
-  registries.push(r);
-  return r;
-}
-
-/** Starts `r` and waits until it has written everything and hears announcements. */
-async function started(r: RedisRegistry): Promise<RedisRegistry> {
-  const ready = Promise.all([next(r, "republished"), next(r, "listening")]);
-  await r.start();
-  await ready;
-  return r;
-}
-
-const prefix = () => `reg-${randomUUID()}:`;
 
 test("defaults: prefix kas:router:, liveness 15 s, agent entries 5 min", async () => {
   const id = randomUUID();
