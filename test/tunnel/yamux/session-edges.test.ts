@@ -2,6 +2,8 @@
 // GoAway, and what destroy() settles. Each test fails if the rule it names breaks.
 import { once } from "node:events";
 import { Duplex } from "node:stream";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { afterEach, describe, expect, test, vi } from "vitest";
 import {
   encodeDataFrame,
@@ -347,6 +349,48 @@ describe("destroy", () => {
     expect(conn.destroyed).toBe(false);
     await once(conn, "close");
     expect(conn.destroyed).toBe(true);
+  });
+});
+
+describe("what a closed session leaves behind", () => {
+  /** True once nothing holds `ref`'s session but the WeakRef (after a full collection). */
+  const collected = async (ref: WeakRef<Session>) => {
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    await new Promise((resolve) => setImmediate(resolve));
+    gc();
+    gc();
+    return ref.deref() === undefined;
+  };
+
+  test("the keepalive wheel lets go of a closed session", async () => {
+    const leave = async () => {
+      // Its own interval: a wheel no other test's sessions are on, and no tick comes during the test.
+      const { session, sockets } = await rawPair({
+        keepAliveIntervalMs: 7_777_000,
+        keepAliveTimeoutMs: 60_000,
+      });
+      await until(() => session.rttMs > 0, 5000, "the first ping's answer");
+      const closed = Promise.all(sockets.map((s) => once(s, "close")));
+      session.destroy();
+      sockets[1].destroy();
+      await closed;
+      return new WeakRef(session);
+    };
+    expect(await collected(await leave()), "the keepalive wheel holds the session").toBe(true);
+  });
+
+  test("a session closed by its connection's destruction sets no close backstop", async () => {
+    const leave = async () => {
+      const { session, sockets } = await rawPair({ closeTimeoutMs: 60_000 });
+      const closed = once(session, "close");
+      sockets[0].destroy(); // already destroyed when the session hears of it
+      await closed;
+      sockets[1].destroy();
+      await once(sockets[1], "close");
+      return new WeakRef(session);
+    };
+    expect(await collected(await leave()), "a close backstop holds the session").toBe(true);
   });
 });
 

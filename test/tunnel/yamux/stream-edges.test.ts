@@ -1,5 +1,6 @@
 // A stream's rules at their edges, against a raw peer: frame splitting, the write callbacks, the
-// credit threshold, FIN and RST in every order, and the open and close timers.
+// credit threshold, FIN and RST in every order, streams the peer opens, and the open and close
+// timers.
 import { Duplex } from "node:stream";
 import { afterEach, describe, expect, test, vi } from "vitest";
 import {
@@ -10,8 +11,9 @@ import {
   FrameType,
   INITIAL_WINDOW,
   Session,
-  type YamuxStream,
+  YamuxStream,
 } from "../../../lib/tunnel/yamux/index.ts";
+import { FrameWriter } from "../../../lib/tunnel/yamux/writer.ts";
 import { until } from "../../support/until.ts";
 import { rawPair } from "./harness.ts";
 
@@ -40,7 +42,10 @@ const written = (s: YamuxStream, chunk: Buffer | string) =>
 // would otherwise count it a timeout and restart its worker.
 vi.setConfig({ testTimeout: 8_000 });
 
-afterEach(() => vi.useRealTimers());
+afterEach(() => {
+  vi.useRealTimers();
+  vi.restoreAllMocks();
+});
 
 describe("sending", () => {
   test("writes are cut at the frame size and the send window, and resume on credit", async () => {
@@ -93,6 +98,64 @@ describe("sending", () => {
     raw.session.destroy();
   });
 
+  test("a chunk's last frame carries what is left of it", async () => {
+    const raw = await rawPair({ maxFrameSize: 4096 });
+    const s = await opened(raw);
+    expect(await written(s, Buffer.alloc(5000, 4))).toBeFalsy();
+    await until(() => bytesOf(raw, s.id) === 5000, 5000, "the chunk");
+    expect(dataOf(raw, s.id).map((f) => f.h.length)).toEqual([4096, 904]);
+    raw.session.destroy();
+  });
+
+  test("window granted while nothing is being written is there for the next write", async () => {
+    const raw = await rawPair();
+    const s = await opened(raw, 100); // the ACK carries 100 bytes of extra window
+    raw.peer.send(encodeHeader(FrameType.WindowUpdate, 0, s.id, 50));
+    await raw.session.ping(); // both grants have arrived
+    expect(await written(s, Buffer.alloc(INITIAL_WINDOW + 150, 6))).toBeFalsy();
+    await until(() => bytesOf(raw, s.id) === INITIAL_WINDOW + 150, 5000, "a window and the grants");
+    expect(raw.session.closed).toBe(false);
+    raw.session.destroy();
+  });
+
+  test("the peer's FIN ends only its side: we may still write, then end ours", async () => {
+    const raw = await rawPair();
+    const s = await opened(raw);
+    s.resume();
+    raw.peer.send(encodeHeader(FrameType.WindowUpdate, Flag.FIN, s.id, 0));
+    await new Promise((resolve) => s.once("end", resolve));
+    await raw.session.ping(); // a side closed by itself would have sent its FIN by now
+    expect(raw.peer.frames.some((f) => f.h.streamId === s.id && f.h.flags & Flag.FIN)).toBe(false);
+    expect(await written(s, "reply")).toBeFalsy();
+    s.end();
+    await raw.peer.next((h) => h.streamId === s.id && (h.flags & Flag.FIN) !== 0, "our FIN");
+    expect(dataOf(raw, s.id).map((f) => f.payload!.toString())).toEqual(["reply"]);
+    expect(raw.session.stats.openStreams).toBe(0);
+    raw.session.destroy();
+  });
+
+  test("up to 64 KiB of writes wait for window before write() asks the writer to wait", async () => {
+    const raw = await rawPair();
+    const s = await opened(raw);
+    expect(await written(s, Buffer.alloc(INITIAL_WINDOW))).toBeFalsy(); // the whole send window
+    expect(s.write(Buffer.alloc(64 * 1024 - 1))).toBe(true);
+    expect(s.write(Buffer.alloc(1))).toBe(false);
+    raw.session.destroy();
+  });
+
+  test("destroy() resets the stream: the peer gets RST, a write waiting for window ECONNRESET", async () => {
+    const raw = await rawPair();
+    const s = await opened(raw);
+    const done = written(s, Buffer.alloc(INITIAL_WINDOW + 1));
+    await until(() => bytesOf(raw, s.id) === INITIAL_WINDOW, 5000, "one window");
+    s.destroy();
+    expect(await done).toMatchObject({ code: "ECONNRESET" });
+    const rst = await raw.peer.next((h) => h.streamId === s.id && (h.flags & Flag.RST) !== 0, "RST");
+    expect(rst.type).toBe(FrameType.WindowUpdate);
+    expect(raw.session.stats.openStreams).toBe(0);
+    raw.session.destroy();
+  });
+
   test("a write waiting for window fails with the reason when the peer resets the stream", async () => {
     const raw = await rawPair();
     const s = await opened(raw);
@@ -123,6 +186,56 @@ describe("receiving", () => {
     expect(update.length).toBe(INITIAL_WINDOW / 2);
     expect(s.receiveWindow).toBe(INITIAL_WINDOW);
     expect(s.bytesReceived).toBe(INITIAL_WINDOW / 2);
+    raw.session.destroy();
+  });
+
+  test("the peer may fill the window exactly; one byte more is a protocol error", async () => {
+    const raw = await rawPair();
+    const s = await opened(raw);
+    s.on("error", () => {});
+    const closed = new Promise<unknown[]>((resolve) => raw.session.once("close", (...a) => resolve(a)));
+    raw.peer.send(
+      encodeDataFrame(0, s.id, Buffer.alloc(INITIAL_WINDOW - 1)),
+      encodeDataFrame(0, s.id, Buffer.alloc(1)),
+    );
+    await until(() => s.readableLength === INITIAL_WINDOW, 5000, "a whole window");
+    await raw.session.ping(); // the session still answers
+    raw.peer.send(encodeDataFrame(0, s.id, Buffer.alloc(1)));
+    expect((await closed)[0]).toMatchObject({
+      code: "ERR_YAMUX_PROTOCOL",
+      message: expect.stringMatching(/window/),
+    });
+    expect(s.readableLength).toBe(INITIAL_WINDOW);
+  });
+
+  test("bytes read after the peer's FIN earn it no credit", async () => {
+    const raw = await rawPair({ maxStreamWindow: INITIAL_WINDOW });
+    const s = await opened(raw);
+    raw.peer.send(encodeDataFrame(Flag.FIN, s.id, Buffer.alloc(HALF_WINDOW)));
+    await until(() => s.readableLength === HALF_WINDOW, 5000, "the data and FIN");
+    expect(s.read()).toHaveLength(HALF_WINDOW);
+    await raw.session.ping(); // an update, had one been sent, would be there by now
+    expect(updatesOf(raw, s.id)).toEqual([]);
+    raw.session.destroy();
+  });
+
+  test("without keepalive, the first grant asks for an RTT sample, and only while there is none", async () => {
+    const raw = await rawPair({ maxStreamWindow: INITIAL_WINDOW });
+    const pings = () =>
+      raw.peer.frames.filter((f) => f.h.type === FrameType.Ping && f.h.flags & Flag.SYN).length;
+    const s = await opened(raw);
+    raw.peer.send(encodeDataFrame(0, s.id, Buffer.alloc(HALF_WINDOW)));
+    await until(() => s.readableLength === HALF_WINDOW, 5000, "the data");
+    expect(pings()).toBe(0);
+    s.read();
+    await until(() => updatesOf(raw, s.id).length === 1, 5000, "the grant");
+    await until(() => raw.session.rttMs > 0, 5000, "the sample");
+    expect(pings()).toBe(1);
+    raw.peer.send(encodeDataFrame(0, s.id, Buffer.alloc(HALF_WINDOW)));
+    await until(() => s.readableLength === HALF_WINDOW, 5000, "more data");
+    s.read();
+    await until(() => updatesOf(raw, s.id).length === 2, 5000, "the second grant");
+    expect(pings()).toBe(1);
     raw.session.destroy();
   });
 
@@ -178,6 +291,46 @@ describe("receiving", () => {
   });
 });
 
+describe("streams the peer opens", () => {
+  test("an accepted stream is acknowledged; a reset after that is ECONNRESET, not a refusal", async () => {
+    const raw = await rawPair({ client: false });
+    const accepted = raw.session.accept();
+    raw.peer.send(encodeHeader(FrameType.WindowUpdate, Flag.SYN, 1, 0));
+    const s = await accepted;
+    const ack = await raw.peer.next((h) => h.streamId === 1 && (h.flags & Flag.ACK) !== 0, "ACK");
+    expect(ack.type).toBe(FrameType.WindowUpdate);
+    const errored = new Promise((resolve) => s.once("error", resolve));
+    raw.peer.send(encodeHeader(FrameType.WindowUpdate, Flag.RST, 1, 0));
+    expect(await errored).toMatchObject({ code: "ECONNRESET" });
+    raw.session.destroy();
+  });
+
+  test("a session failing tells the streams it handed out why, and ends the ones it holds quietly", async () => {
+    const raw = await rawPair({ client: false });
+    const accepted = raw.session.accept();
+    raw.peer.send(encodeHeader(FrameType.WindowUpdate, Flag.SYN, 1, 0));
+    const s = await accepted;
+    raw.peer.send(encodeHeader(FrameType.WindowUpdate, Flag.SYN, 3, 0)); // waits in the backlog
+    await until(() => raw.session.stats.openStreams === 2, 5000, "the second stream");
+    // The backlog's stream has no listener: an 'error' emitted on it would be thrown.
+    const emitted: Array<{ id: number; event: string }> = [];
+    const emit = YamuxStream.prototype.emit;
+    vi.spyOn(YamuxStream.prototype, "emit").mockImplementation(function (this: YamuxStream, event, ...args) {
+      emitted.push({ id: this.id, event: String(event) });
+      return event === "error" && this.id === 3 ? true : emit.call(this, event, ...args);
+    });
+    const errored = new Promise((resolve) => s.once("error", resolve));
+    raw.session.destroy(new Error("boom"));
+    expect(await errored).toMatchObject({ code: "ERR_YAMUX_SESSION_CLOSED", cause: { message: "boom" } });
+    await until(
+      () => emitted.some((e) => e.id === 3 && e.event === "close"),
+      5000,
+      "the backlog's stream to close",
+    );
+    expect(emitted.filter((e) => e.event === "error").map((e) => e.id)).toEqual([1]);
+  });
+});
+
 describe("timers", () => {
   test("0 disables the open and the close timeouts", async () => {
     vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
@@ -188,6 +341,27 @@ describe("timers", () => {
     vi.advanceTimersByTime(10 * 60_000);
     expect(s.destroyed).toBe(false);
     expect(raw.session.stats.openStreams).toBe(1);
+    raw.session.destroy();
+  });
+
+  test("a peer that never closes its side is reset once the close timeout after our FIN runs out", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    const raw = await rawPair({ streamCloseTimeoutMs: 1000 });
+    const s = await opened(raw);
+    const errors: Error[] = [];
+    s.on("error", (e) => errors.push(e));
+    s.end();
+    await raw.peer.next((h) => h.streamId === s.id && (h.flags & Flag.FIN) !== 0, "FIN");
+    vi.advanceTimersByTime(999);
+    expect(s.destroyed).toBe(false);
+    vi.advanceTimersByTime(1);
+    expect(s.destroyed).toBe(true);
+    await new Promise((resolve) => s.once("close", resolve));
+    expect(errors).toEqual([
+      expect.objectContaining({ code: "ETIMEDOUT", message: expect.stringMatching(/1000 ms/) }),
+    ]);
+    await raw.peer.next((h) => h.streamId === s.id && (h.flags & Flag.RST) !== 0, "RST");
+    expect(raw.session.stats.openStreams).toBe(0);
     raw.session.destroy();
   });
 
@@ -364,6 +538,140 @@ describe("a congested session", () => {
     expect(data).toBe(total);
     session.destroy();
   });
+
+  test("a writer held back waits once for room, however many grants come meanwhile", async () => {
+    const waits = vi.spyOn(FrameWriter.prototype, "waitWritable");
+    const pending: Array<() => void> = [];
+    const conn = new Duplex({
+      read() {},
+      writableHighWaterMark: 1,
+      write(_chunk: Buffer, _enc, cb) {
+        pending.push(cb);
+      },
+    });
+    const session = new Session(conn, {
+      client: true,
+      keepAliveIntervalMs: 0,
+      maxFrameSize: 1024,
+      writeBufferSize: 4096,
+    });
+    const s = await session.open();
+    let result: Error | null | undefined | "pending" = "pending";
+    s.write(Buffer.alloc(20 * 1024, 5), (err) => {
+      result = err;
+    });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(waits).toHaveBeenCalledTimes(1); // held back at the session's bound
+    for (let i = 0; i < 10; i++) conn.push(encodeHeader(FrameType.WindowUpdate, 0, s.id, 1024));
+    await until(() => session.stats.bytesIn === 10 * 12, 5000, "the grants");
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(waits).toHaveBeenCalledTimes(1);
+    const confirm = () => {
+      for (const cb of pending.splice(0)) cb();
+      return result !== "pending";
+    };
+    await until(confirm, 5000, "the rest of the write");
+    expect(result).toBeFalsy();
+    expect(s.bytesSent).toBe(20 * 1024);
+    session.destroy();
+  });
+});
+
+describe("write callbacks", () => {
+  /** A session on a connection that takes every write but confirms none until `release()`. */
+  async function unconfirmed() {
+    const pending: Array<() => void> = [];
+    const conn = new Duplex({
+      read() {},
+      writableHighWaterMark: 1 << 30, // never congested: only the confirmations are held
+      write(_chunk: Buffer, _enc, cb) {
+        pending.push(cb);
+      },
+    });
+    const session = new Session(conn, { client: true, keepAliveIntervalMs: 0 });
+    const s = await session.open();
+    conn.push(encodeHeader(FrameType.WindowUpdate, Flag.ACK, s.id, 1 << 20));
+    await until(() => pending.length > 0, 5000, "the SYN");
+    await new Promise((resolve) => setImmediate(resolve)); // the ACK is in
+    const release = () => {
+      for (const cb of pending.splice(0)) cb();
+    };
+    return { session, s, release };
+  }
+
+  // Payloads of 16 KiB and more go to the connection by reference: the caller may reuse its buffer
+  // only once the connection has taken them.
+  test("a large write completes once the connection has taken its last frame, not before", async () => {
+    const { session, s, release } = await unconfirmed();
+    let done = false;
+    s.write(Buffer.alloc(20 * 1024), () => {
+      done = true;
+    });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(done).toBe(false);
+    await until(
+      () => {
+        release();
+        return done;
+      },
+      5000,
+      "the callback",
+    );
+    session.destroy();
+  });
+
+  test("so does a large writev, whose last chunks are empty", async () => {
+    const { session, s, release } = await unconfirmed();
+    let done = false;
+    s.cork();
+    s.write(Buffer.alloc(20 * 1024));
+    s.write(Buffer.alloc(20 * 1024));
+    s.write(Buffer.alloc(0));
+    s.write(Buffer.alloc(0), () => {
+      done = true;
+    });
+    s.uncork();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(done).toBe(false);
+    await until(
+      () => {
+        release();
+        return done;
+      },
+      5000,
+      "the callback",
+    );
+    expect(s.bytesSent).toBe(40 * 1024);
+    session.destroy();
+  });
+});
+
+test("a writev's chunks leave in one write, even when the first is small enough to go alone", async () => {
+  // A connection that takes every write at once and counts them: corked writes arrive as one writev.
+  let writes = 0;
+  const conn = new Duplex({
+    read() {},
+    write(_chunk: Buffer, _enc, cb) {
+      writes++;
+      cb();
+    },
+    writev(_chunks, cb) {
+      writes++;
+      cb();
+    },
+  });
+  const session = new Session(conn, { client: true, keepAliveIntervalMs: 0 });
+  const s = await session.open();
+  await new Promise((resolve) => setImmediate(resolve)); // the SYN is out
+  writes = 0;
+  s.cork();
+  s.write(Buffer.alloc(100, 1));
+  s.write(Buffer.alloc(20 * 1024, 2)); // together over 16 KiB: two frames, not joined
+  s.uncork();
+  await new Promise((resolve) => setImmediate(resolve));
+  expect(s.bytesSent).toBe(100 + 20 * 1024);
+  expect(writes).toBe(1);
+  session.destroy();
 });
 
 test("after a large writev (sent corked), a small write still leaves at once, in the same tick", async () => {
