@@ -74,9 +74,9 @@ export async function readProjectFiles(
       return { commit, files, oversized };
     } catch (err) {
       if (!isTooLarge(err)) throw err;
-      const path = err.path;
       // Without a path: the files together are over maxTotalBytes.
-      if (path === undefined || !paths.includes(path) || oversized.size >= limits.maxOversized) {
+      const path = paths.find((p) => p === err.path);
+      if (path === undefined || oversized.size >= limits.maxOversized) {
         return { commit, perAgent: err.message };
       }
       oversized.add(path);

@@ -73,10 +73,11 @@ interface Watch extends PolledWatch {
   commit: string | undefined;
   /** Why the last poll failed (for the health detail); undefined when it succeeded. */
   failing: string | undefined;
-  /** The agents' files at `commit` (only that one: dropped when the commit moves). */
-  files: ProjectFiles | undefined;
-  /** The read of them under way, joined by every agent that needs it. */
-  reading: { commit: string; promise: Promise<ProjectFiles> } | undefined;
+  /**
+   * The agents' files at `commit` (read, or being read: joined by every agent that needs them).
+   * Only the watch's commit: dropped when it moves, and when the read fails.
+   */
+  files: { commit: string; read: Promise<ProjectFiles> } | undefined;
 }
 
 /** Agents whose last reported commit is remembered (the oldest forgotten first). */
@@ -137,7 +138,6 @@ export class ConfigurationWatches extends PollWatches<Watch> {
       commit: undefined,
       failing: undefined,
       files: undefined,
-      reading: undefined,
     }));
     watch.location = location;
     let entry = watch.agents.get(agent.agentName);
@@ -225,12 +225,12 @@ export class ConfigurationWatches extends PollWatches<Watch> {
     }
     watch.commit = commit;
     if (watch.files?.commit !== commit) watch.files = undefined; // nobody goes back to an older commit
-    const behind = [...watch.agents.values()].find((e) => e.readAt !== commit);
-    if (behind !== undefined && commit !== "") {
-      // The files together, charged to one of the agents they serve (as the ref lookup is). Failing,
-      // every agent keeps what it has; per agent (below) each file's failure is its own.
+    if (commit !== "") {
+      // The files together, once for all the agents (charged to the ref lookup's; kept, they cost
+      // nothing). Failing, every agent keeps what it has; read per agent (below), each file's
+      // failure is its own.
       try {
-        await this.#filesAt(watch, commit, behind.agent.agentId);
+        await this.#filesAt(watch, commit, ctx.agentId);
       } catch (err) {
         if (this.signal.aborted) return true;
         this.#repositoryFailed(watch, err);
@@ -328,14 +328,13 @@ export class ConfigurationWatches extends PollWatches<Watch> {
   }
 
   /**
-   * The agents' files at `commit`: those kept, the read under way, or a new read charged to
-   * `agentId`. Kept only while `commit` is the watch's: a read that lost the race with a newer
-   * poll's is not.
+   * The agents' files at `commit` (the watch's): those kept or being read, or a new read charged to
+   * `agentId`. A poll that finds another commit drops them, so a read that lost the race with a
+   * newer poll's is not kept.
    */
   #filesAt(watch: Watch, commit: string, agentId: string): Promise<ProjectFiles> {
-    if (watch.files?.commit === commit) return Promise.resolve(watch.files);
-    if (watch.reading?.commit === commit) return watch.reading.promise;
-    const promise = readProjectFiles(
+    if (watch.files?.commit === commit) return watch.files.read;
+    const read = readProjectFiles(
       this.#o.repositories,
       watch.location,
       commit,
@@ -346,27 +345,22 @@ export class ConfigurationWatches extends PollWatches<Watch> {
         maxOversized: MAX_OVERSIZED,
       },
       { agentId, signal: this.signal },
-    );
-    const reading = { commit, promise };
-    watch.reading = reading;
-    // Registered before any caller's: the files are kept before the first caller goes on.
-    promise.then(
-      (files) => {
-        if (watch.reading === reading) watch.reading = undefined;
-        if (watch.commit !== commit) return;
-        watch.files = files;
-        if (files.perAgent !== undefined) {
-          this.#o.log.info(
-            { repository: watch.key, commitId: commit, reason: files.perAgent },
-            "agent configuration files are read one agent at a time",
-          );
-        }
-      },
-      () => {
-        if (watch.reading === reading) watch.reading = undefined;
-      },
-    );
-    return promise;
+    ).then((files) => {
+      if (files.perAgent !== undefined) {
+        this.#o.log.info(
+          { repository: watch.key, commitId: commit, reason: files.perAgent },
+          "agent configuration files are read one agent at a time",
+        );
+      }
+      return files;
+    });
+    const kept = { commit, read };
+    watch.files = kept;
+    // A failed read is not kept: the next poll (or agent) reads again.
+    read.catch(() => {
+      if (watch.files === kept) watch.files = undefined;
+    });
+    return read;
   }
 
   /** Sections kept but not acted on: logged and counted once per agent and commit, never silent. */

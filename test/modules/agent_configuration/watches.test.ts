@@ -11,8 +11,14 @@ import { LocalGitRepositories } from "../../../cmd/kas/repositories/local-git.ts
 import { createConfigurationMetrics } from "../../../modules/agent_configuration/kas/metrics.ts";
 import type { AgentConfigurationState } from "../../../modules/agent_configuration/kas/state.ts";
 import { ConfigurationWatches } from "../../../modules/agent_configuration/kas/watches.ts";
-import { type AgentInfo, RepositoryError, type RepositoryReader } from "../../../modules/runtime/index.ts";
-import { createLogger } from "../../../tool/observability/index.ts";
+import { EMPTY_AGENT_CONFIGURATION } from "../../../modules/agentcfg/index.ts";
+import {
+  type AgentInfo,
+  type RepositoryCallContext,
+  RepositoryError,
+  type RepositoryReader,
+} from "../../../modules/runtime/index.ts";
+import { createLogger, type Logger } from "../../../tool/observability/index.ts";
 import { GitRepo } from "../../support/git-repo.ts";
 import { until } from "../../support/until.ts";
 
@@ -67,7 +73,7 @@ describe("configuration watches", () => {
   const make = (
     pollPeriodMs: number,
     random = () => 0.5,
-    options: { repositories?: RepositoryReader; maxProjectBytes?: number } = {},
+    options: { repositories?: RepositoryReader; maxProjectBytes?: number; log?: Logger } = {},
   ) => {
     const c = counting(options.repositories ?? new LocalGitRepositories());
     calls = c.calls;
@@ -78,7 +84,7 @@ describe("configuration watches", () => {
       maxFileBytes: 1024,
       ...(options.maxProjectBytes !== undefined && { maxProjectBytes: options.maxProjectBytes }),
       metrics: createConfigurationMetrics(registry),
-      log: createLogger({ level: "silent" }),
+      log: options.log ?? createLogger({ level: "silent" }),
       random,
       lingerMs: 0,
     });
@@ -210,10 +216,19 @@ describe("configuration watches", () => {
     };
     for (const name of ["b1", "b2", "b3", "b4"]) files[`.gitlab/agents/${name}/config.yaml`] = big;
     const commit = await repo.commit(files);
-    make(3_600_000);
+    const lines: string[] = [];
+    const log = createLogger({
+      level: "info",
+      destination: { write: (line: string) => void lines.push(line) },
+    });
+    make(3_600_000, () => 0.5, { log });
     const names = ["ok", "b1", "b2", "b3", "b4"];
-    for (const [i, name] of names.entries()) follow(agent(i + 1, name, repo));
-    await until(() => states.size === 5 && [...states.values()].every((s) => s.checkedAt), 10_000, "all");
+    // One after another: agents joining during a poll would have it run again, and that poll and
+    // a joining agent may each read the agent's file (per agent, reads are not shared).
+    for (const [i, name] of names.entries()) {
+      follow(agent(i + 1, name, repo));
+      await until(() => states.get(String(i + 1))?.checkedAt !== undefined, 10_000, name);
+    }
     expect(states.get("1")).toMatchObject({
       commitId: commit,
       configuration: { observability: { logging: { level: "warn" } } },
@@ -224,12 +239,15 @@ describe("configuration watches", () => {
         `.gitlab/agents/${name}/config.yaml is larger than the 1024 bytes allowed`,
       );
     }
-    // Three left out, the fourth gave up on batching: then one read per agent.
-    expect(calls).toMatchObject({ listFiles: 1, readFiles: 4, readFile: 5 });
+    // Three left out, the fourth gave up on batching: then one read per agent, said once.
+    expect(calls).toEqual({ resolveRef: 1, listFiles: 1, readFiles: 4, readFile: 5 });
+    const said = lines.filter((l) => l.includes("agent configuration files are read one agent at a time"));
+    expect(said).toHaveLength(1);
+    expect(JSON.parse(said[0]!)).toMatchObject({ commitId: commit, reason: expect.stringContaining("b4") });
     // An agent joining later at the same commit reads its own file, without listing again.
     follow(agent(6, "late", repo));
     await until(() => states.get("6")?.commitId === commit, 10_000, "late agent");
-    expect(calls).toMatchObject({ listFiles: 1, readFiles: 4, readFile: 6 });
+    expect(calls).toEqual({ resolveRef: 1, listFiles: 1, readFiles: 4, readFile: 6 });
 
     // The files together over maxProjectBytes (the default: 1 MiB): per agent from the first batch.
     watches.close();
@@ -250,38 +268,131 @@ describe("configuration watches", () => {
     expect(calls).toMatchObject({ listFiles: 1, readFiles: 1, readFile: 2 });
   });
 
-  test("a watch keeps only its commit's files: a moved commit drops them, even when the new read fails", async () => {
+  test.each(["the new batch fails", "the branch is deleted"] as const)(
+    "a watch keeps only its commit's files: a moved commit drops them (%s)",
+    async (how) => {
+      const c1 = await repo.commit({
+        ".gitlab/agents/a/config.yaml": "observability: {logging: {level: debug}}\n",
+      });
+      const inner = new LocalGitRepositories();
+      let kept: WeakRef<Buffer> | undefined;
+      const reader: RepositoryReader = {
+        ...counting(inner).reader,
+        readFiles: async (location, commit, paths, max, ctx, total) => {
+          if (commit !== c1) throw new RepositoryError("unavailable", "GetBlobs: try again later");
+          const files = await inner.readFiles(location, commit, paths, max, ctx, total);
+          kept = new WeakRef(files.get(paths[0]!)!);
+          return files;
+        },
+      };
+      vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] }); // no retry after the failed poll
+      make(3_600_000, () => 0.5, { repositories: reader });
+      follow(agent(1, "a", repo));
+      await until(() => states.get("1")?.commitId === c1, 10_000, "a at c1");
+      await collectGarbage();
+      expect(kept?.deref(), "kept for agents joining at c1").toBeDefined();
+      if (how === "the new batch fails") {
+        await repo.commit({ ".gitlab/agents/a/config.yaml": "{}\n" });
+        watches.pushed({ id: "7" });
+        await until(() => states.get("1")?.problem?.kind === "repository", 10_000, "the new batch failed");
+        // The agent keeps its configuration and learns why.
+        expect(states.get("1")).toMatchObject({
+          commitId: c1,
+          configuration: { observability: { logging: { level: "debug" } } },
+        });
+        expect(states.get("1")?.problem?.message).toContain("try again later");
+      } else {
+        await repo.git(["update-ref", "-d", `refs/heads/${repo.initialBranch}`]);
+        watches.pushed({ id: "7" });
+        await until(() => states.get("1")?.commitId === "", 10_000, "no commit: the empty configuration");
+      }
+      await collectGarbage();
+      expect(kept?.deref()).toBeUndefined();
+    },
+  );
+
+  test("agents joining while the batch is under way share it; it is charged to the agent it was read for, and abandoned when kas stops", async () => {
     const c1 = await repo.commit({
-      ".gitlab/agents/a/config.yaml": "observability: {logging: {level: debug}}\n",
+      ".gitlab/agents/a/config.yaml": "{}\n",
+      ".gitlab/agents/b/config.yaml": "observability: {logging: {level: warn}}\n",
     });
     const inner = new LocalGitRepositories();
-    let kept: WeakRef<Buffer> | undefined;
+    const asked: RepositoryCallContext[] = [];
+    let release!: () => void;
+    let held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let settled: Promise<unknown> = Promise.resolve();
+    const reader: RepositoryReader = {
+      ...counting(inner).reader,
+      readFiles: (location, commit, paths, max, ctx, total) => {
+        asked.push(ctx);
+        const files = held.then(() => {
+          if (ctx.signal?.aborted) throw new RepositoryError("aborted", "repository read abandoned");
+          return inner.readFiles(location, commit, paths, max, ctx, total);
+        });
+        settled = files.catch(() => {});
+        return files;
+      },
+    };
+    make(3_600_000, () => 0.5, { repositories: reader });
+    follow(agent(1, "a", repo));
+    await until(() => asked.length === 1, 10_000, "the batch under way");
+    for (const [i, name] of ["b", "c", "d"].entries()) follow(agent(i + 2, name, repo));
+    release();
+    await until(() => [1, 2, 3, 4].every((i) => states.get(String(i))?.commitId === c1), 10_000, "all at c1");
+    expect(states.get("2")?.configuration.observability.logging.level).toBe("warn");
+    expect(calls).toMatchObject({ listFiles: 1, readFiles: 1, readFile: 0 });
+    expect(asked.map((c) => c.agentId)).toEqual(["1"]);
+
+    held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    await repo.commit({ ".gitlab/agents/a/config.yaml": "gitops: {}\n" });
+    watches.pushed({ id: "7" });
+    await until(() => asked.length === 2, 10_000, "the next batch under way");
+    expect(asked[1]!.signal?.aborted).toBe(false);
+    watches.close();
+    expect(asked[1]!.signal?.aborted).toBe(true);
+    release();
+    await settled;
+    await new Promise((resolve) => setImmediate(resolve));
+    // Abandoned, not failed: nothing counted, no agent told of a problem.
+    expect(await failures()).toBe(0);
+    expect(states.get("1")?.problem).toBeUndefined();
+  });
+
+  test("a failing batch is one attempt per poll however many agents, retried soon; every agent keeps its configuration", async () => {
+    const c1 = await repo.commit({
+      ".gitlab/agents/a/config.yaml": "{}\n",
+      ".gitlab/agents/b/config.yaml": "{}\n",
+    });
+    const inner = new LocalGitRepositories();
     const reader: RepositoryReader = {
       ...counting(inner).reader,
       readFiles: async (location, commit, paths, max, ctx, total) => {
         if (commit !== c1) throw new RepositoryError("unavailable", "GetBlobs: try again later");
-        const files = await inner.readFiles(location, commit, paths, max, ctx, total);
-        kept = new WeakRef(files.get(paths[0]!)!);
-        return files;
+        return inner.readFiles(location, commit, paths, max, ctx, total);
       },
     };
-    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] }); // no retry after the failed poll
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
     make(3_600_000, () => 0.5, { repositories: reader });
     follow(agent(1, "a", repo));
     await until(() => states.get("1")?.commitId === c1, 10_000, "a at c1");
-    await collectGarbage();
-    expect(kept?.deref(), "kept for agents joining at c1").toBeDefined();
-    await repo.commit({ ".gitlab/agents/a/config.yaml": "{}\n" });
+    for (const [i, name] of ["b", "c"].entries()) follow(agent(i + 2, name, repo));
+    await until(() => [2, 3].every((i) => states.get(String(i))?.commitId === c1), 10_000, "b and c at c1");
+    await repo.commit({ ".gitlab/agents/a/config.yaml": "gitops: {}\n" });
     watches.pushed({ id: "7" });
-    await until(() => states.get("1")?.problem?.kind === "repository", 10_000, "the new batch failed");
-    // The agent keeps its configuration and learns why; c1's files are gone.
-    expect(states.get("1")).toMatchObject({
-      commitId: c1,
-      configuration: { observability: { logging: { level: "debug" } } },
-    });
-    expect(states.get("1")?.problem?.message).toContain("try again later");
-    await collectGarbage();
-    expect(kept?.deref()).toBeUndefined();
+    await until(async () => (await failures()) === 1, 10_000, "the batch failed");
+    expect(calls).toMatchObject({ listFiles: 2, readFiles: 2, readFile: 0 });
+    for (const id of ["1", "2", "3"]) {
+      expect(states.get(id)).toMatchObject({ commitId: c1, problem: { kind: "repository" } });
+    }
+    await vi.advanceTimersByTimeAsync(950);
+    expect(calls.readFiles).toBe(2);
+    await vi.advanceTimersByTimeAsync(100);
+    await until(async () => (await failures()) === 2, 10_000, "retried after 1 s, failing again");
+    expect(calls).toMatchObject({ listFiles: 3, readFiles: 3, readFile: 0 });
   });
 
   test("an agent that has a configuration waits for the project's first poll, spread over the period", async () => {
@@ -345,58 +456,65 @@ describe("configuration watches", () => {
     await until(() => calls.resolveRef === 3, 10_000, "retry after 2 s");
   });
 
-  test("a read that loses the race with a newer poll's is dropped: an agent never steps back a commit", async () => {
-    const c1 = await repo.commit({
-      ".gitlab/agents/a/config.yaml": "{}\n",
-      ".gitlab/agents/b/config.yaml": "{}\n",
-    });
-    // At c1 the first batch fails (the poll's), the second (b's, on joining) is held until released.
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    let heldStarted = false;
-    let heldDone!: () => void;
-    const heldRead = new Promise<void>((resolve) => {
-      heldDone = resolve;
-    });
-    let atC1 = 0;
-    const inner = new LocalGitRepositories();
-    const reader: RepositoryReader = {
-      ...counting(inner).reader,
-      readFiles: async (location, commit, paths, max, ctx, total) => {
-        if (commit !== c1) return inner.readFiles(location, commit, paths, max, ctx, total);
-        if (++atC1 === 1) throw new RepositoryError("unavailable", "GetBlobs: try again later");
-        heldStarted = true;
-        await held;
-        const files = await inner.readFiles(location, commit, paths, max, ctx, total);
-        setImmediate(heldDone); // once the watch has had the result
-        return files;
-      },
-    };
-    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] }); // no retry after the failed poll
-    make(3_600_000, () => 0.5, { repositories: reader });
-    follow(agent(1, "a", repo));
-    await until(() => states.get("1")?.problem?.kind === "repository", 10_000, "a's first batch failed");
-    const seenByB: (string | undefined)[] = [];
-    watches.subscribe(agent(2, "b", repo), "", (state) => seenByB.push(state.commitId));
-    await until(() => heldStarted, 10_000, "b's read of c1 under way");
-    const c2 = await repo.commit({
-      ".gitlab/agents/a/config.yaml": "{}\n",
-      ".gitlab/agents/b/config.yaml": "gitops: {}\n",
-    });
-    watches.pushed({ id: "7" });
-    await until(() => seenByB.includes(c2) && states.get("1")?.commitId === c2, 10_000, "a and b at c2");
-    release();
-    await heldRead;
-    expect(seenByB.filter((c) => c !== undefined)).toEqual([c2]);
-    expect(watches.stateOf("2")?.commitId).toBe(c2);
-    // Nor are c1's files kept for the watch: an agent joining now reads nothing, and gets c2.
-    const before = { ...calls };
-    follow(agent(3, "c", repo));
-    await until(() => states.get("3")?.commitId === c2, 10_000, "c at c2");
-    expect(calls).toEqual(before);
-  });
+  test.each(["succeeds", "fails"] as const)(
+    "a read that loses the race with a newer poll's is dropped (it %s late): an agent never steps back a commit",
+    async (late) => {
+      const c1 = await repo.commit({
+        ".gitlab/agents/a/config.yaml": "{}\n",
+        ".gitlab/agents/b/config.yaml": "{}\n",
+      });
+      // At c1 the first batch fails (the poll's), the second (b's, on joining) is held until released.
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let heldStarted = false;
+      let heldDone!: () => void;
+      const heldRead = new Promise<void>((resolve) => {
+        heldDone = resolve;
+      });
+      let atC1 = 0;
+      const inner = new LocalGitRepositories();
+      const reader: RepositoryReader = {
+        ...counting(inner).reader,
+        readFiles: async (location, commit, paths, max, ctx, total) => {
+          if (commit !== c1) return inner.readFiles(location, commit, paths, max, ctx, total);
+          if (++atC1 === 1) throw new RepositoryError("unavailable", "GetBlobs: try again later");
+          heldStarted = true;
+          await held;
+          const files =
+            late === "succeeds" && (await inner.readFiles(location, commit, paths, max, ctx, total));
+          setImmediate(heldDone); // once the watch has had the result
+          if (!files) throw new RepositoryError("unavailable", "GetBlobs: too late");
+          return files;
+        },
+      };
+      vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] }); // no retry after the failed poll
+      make(3_600_000, () => 0.5, { repositories: reader });
+      follow(agent(1, "a", repo));
+      await until(() => states.get("1")?.problem?.kind === "repository", 10_000, "a's first batch failed");
+      const seenByB: (string | undefined)[] = [];
+      watches.subscribe(agent(2, "b", repo), "", (state) => seenByB.push(state.commitId));
+      await until(() => heldStarted, 10_000, "b's read of c1 under way");
+      const c2 = await repo.commit({
+        ".gitlab/agents/a/config.yaml": "{}\n",
+        ".gitlab/agents/b/config.yaml": "gitops: {}\n",
+      });
+      watches.pushed({ id: "7" });
+      await until(() => seenByB.includes(c2) && states.get("1")?.commitId === c2, 10_000, "a and b at c2");
+      release();
+      await heldRead;
+      expect(seenByB.filter((c) => c !== undefined)).toEqual([c2]);
+      expect(watches.stateOf("2")?.commitId).toBe(c2);
+      // Nor does c1's read touch what the watch keeps (c2's files): an agent joining now reads
+      // nothing, and gets c2.
+      const before = { ...calls };
+      follow(agent(3, "c", repo));
+      await until(() => states.get("3")?.commitId === c2, 10_000, "c at c2");
+      expect(calls).toEqual(before);
+    },
+  );
+
   test("an agent between two streams keeps its watch and state for the linger time", async () => {
     const commit = await repo.commit({ ".gitlab/agents/a/config.yaml": "{}\n" });
     const c = counting(new LocalGitRepositories());
@@ -483,6 +601,7 @@ describe("configuration watches", () => {
     make(3_600_000);
     follow(agent(1, "a", repo));
     await until(() => states.get("1")?.commitId === "", 10_000, "empty repository");
+    expect(states.get("1")?.configuration).toEqual(EMPTY_AGENT_CONFIGURATION);
     const commit = await repo.commit({ "README.md": "hi\n" });
     watches.pushed({ id: "7" });
     await until(() => states.get("1")?.commitId === commit, 10_000, "no file");
