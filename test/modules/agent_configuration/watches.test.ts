@@ -180,7 +180,12 @@ describe("configuration watches", () => {
       ".gitlab/agents/d/config.yaml": big,
       ".gitlab/agents/e/config.yaml": "observability: {logging: {level: warn}}\n",
     });
-    make(3_600_000);
+    const lines: string[] = [];
+    const log = createLogger({
+      level: "info",
+      destination: { write: (line: string) => void lines.push(line) },
+    });
+    make(3_600_000, () => 0.5, { log });
     for (const [i, name] of ["a", "b", "c", "d", "e"].entries()) follow(agent(i + 1, name, repo));
     await until(() => states.size === 5 && [...states.values()].every((s) => s.checkedAt), 10_000, "all");
     expect(states.get("1")).toMatchObject({
@@ -207,6 +212,8 @@ describe("configuration watches", () => {
     // Each oversized file was left out of one more batch; no agent read its file on its own.
     expect(calls).toMatchObject({ listFiles: 1, readFiles: 3, readFile: 0 });
     expect(await registry.getSingleMetricAsString("kas_agent_configuration_invalid_total")).toMatch(/ 3$/m);
+    expect(lines.filter((l) => l.includes("agent configuration refused"))).toHaveLength(3);
+    expect(lines.filter((l) => l.includes("one agent at a time"))).toEqual([]); // read together
   });
 
   test("past 3 oversized files, or past maxProjectBytes, each agent reads its own file", async () => {
