@@ -5,7 +5,7 @@ import { countSetting, durationAtLeast } from "../../../tool/config/kinds.ts";
 export const agentConfigurationKasSection = z.object({
   pollPeriodMs: durationAtLeast("1s", "each poll is a call to Gitaly for every configuration project", {
     default: "300s",
-    doc: "How often kas looks for a new commit in each agent's configuration project (one ref lookup per project; the file is read only when the commit moved). A push notification triggers a look at once.",
+    doc: "How often kas looks for a new commit in each agent's configuration project (one ref lookup per project; the agents' files are read only when the commit moved, together: one listing and one batch per project). A push notification triggers a look at once.",
   }),
   maxConfigurationFileSize: countSetting({
     default: 131072,

@@ -1,6 +1,8 @@
 // Polling agents' configuration projects. One watch per repository, shared by every agent whose
-// configuration lives there: each poll is one cheap ref lookup, and an agent's file is read only
-// when the commit moved. A push notification polls at once; polling stays the fallback.
+// configuration lives there: each poll is one cheap ref lookup, and the agents' files are read only
+// when the commit moved, all together (project-files.ts), and kept for that commit, so agents that
+// join later (a reconnecting herd) cost no call. A push notification polls at once; polling stays
+// the fallback.
 import type { Logger } from "../../../tool/observability/index.ts";
 import {
   type AgentConfiguration,
@@ -20,12 +22,18 @@ import {
   repositoryKey,
 } from "../../runtime/index.ts";
 import type { ConfigurationMetrics } from "./metrics.ts";
+import { type ProjectFiles, readProjectFiles } from "./project-files.ts";
 import { type AgentConfigurationState, type ConfigurationProblem, configurationPath } from "./state.ts";
 
 export interface WatchesOptions {
   repositories: RepositoryReader;
   pollPeriodMs: number;
   maxFileBytes: number;
+  /**
+   * The agent files of one project at one commit, together, that a watch reads in one call and keeps
+   * (default 1 MiB); a project over it is read per agent.
+   */
+  maxProjectBytes?: number;
   metrics: ConfigurationMetrics;
   log: Logger;
   /** Every change of an agent's state (and every poll that reached the repository). */
@@ -65,10 +73,20 @@ interface Watch extends PolledWatch {
   commit: string | undefined;
   /** Why the last poll failed (for the health detail); undefined when it succeeded. */
   failing: string | undefined;
+  /**
+   * The agents' files at `commit` (read, or being read: joined by every agent that needs them).
+   * Only the watch's commit: dropped when it moves, and when the read fails.
+   */
+  files: { commit: string; read: Promise<ProjectFiles> } | undefined;
 }
 
 /** Agents whose last reported commit is remembered (the oldest forgotten first). */
 const MAX_REPORTED_AGENTS = 10_000;
+const DEFAULT_MAX_PROJECT_BYTES = 1024 * 1024;
+/** Configuration files one batch reads at most (readFiles takes a few thousand paths). */
+const MAX_BATCH_FILES = 1000;
+/** Oversized files left out of a batch one at a time (each one more call) before reading per agent. */
+const MAX_OVERSIZED = 3;
 
 export class ConfigurationWatches extends PollWatches<Watch> {
   readonly #o: WatchesOptions;
@@ -119,6 +137,7 @@ export class ConfigurationWatches extends PollWatches<Watch> {
       loop,
       commit: undefined,
       failing: undefined,
+      files: undefined,
     }));
     watch.location = location;
     let entry = watch.agents.get(agent.agentName);
@@ -205,6 +224,19 @@ export class ConfigurationWatches extends PollWatches<Watch> {
       return false;
     }
     watch.commit = commit;
+    if (watch.files?.commit !== commit) watch.files = undefined; // nobody goes back to an older commit
+    if (commit !== "") {
+      // The files together, once for all the agents (charged to the ref lookup's; kept, they cost
+      // nothing). Failing, every agent keeps what it has; read per agent (below), each file's
+      // failure is its own.
+      try {
+        await this.#filesAt(watch, commit, ctx.agentId);
+      } catch (err) {
+        if (this.signal.aborted) return true;
+        this.#repositoryFailed(watch, err);
+        return false;
+      }
+    }
     let changed = false;
     let failure: unknown;
     for (const entry of [...watch.agents.values()]) {
@@ -257,6 +289,7 @@ export class ConfigurationWatches extends PollWatches<Watch> {
   async #read(watch: Watch, agent: AgentInfo, commit: string): Promise<FileRead> {
     if (commit === "") return { configuration: EMPTY_AGENT_CONFIGURATION }; // an empty repository
     const path = configurationPath(agent.agentName);
+    const tooLarge = `${path} is larger than the ${this.#o.maxFileBytes} bytes allowed`;
     const refused = (message: string): FileRead => {
       this.#o.metrics.invalid.inc();
       this.#o.log.warn(
@@ -265,17 +298,21 @@ export class ConfigurationWatches extends PollWatches<Watch> {
       );
       return { refusal: { kind: "invalid", message, commitId: commit, at: new Date().toISOString() } };
     };
+    const project = await this.#filesAt(watch, commit, agent.agentId);
     let content: Buffer | undefined;
-    try {
-      content = await this.#o.repositories.readFile(watch.location, commit, path, this.#o.maxFileBytes, {
-        agentId: agent.agentId,
-        signal: this.signal,
-      });
-    } catch (err) {
-      if (err instanceof RepositoryError && err.code === "too_large") {
-        return refused(`${path} is larger than the ${this.#o.maxFileBytes} bytes allowed`);
+    if (project.perAgent === undefined) {
+      if (project.oversized.has(path)) return refused(tooLarge);
+      content = project.files.get(path);
+    } else {
+      try {
+        content = await this.#o.repositories.readFile(watch.location, commit, path, this.#o.maxFileBytes, {
+          agentId: agent.agentId,
+          signal: this.signal,
+        });
+      } catch (err) {
+        if (err instanceof RepositoryError && err.code === "too_large") return refused(tooLarge);
+        throw err;
       }
-      throw err;
     }
     if (content === undefined) return { configuration: EMPTY_AGENT_CONFIGURATION };
     let configuration: AgentConfiguration;
@@ -288,6 +325,42 @@ export class ConfigurationWatches extends PollWatches<Watch> {
     }
     this.#reportUnsupported(agent.agentId, commit, configuration);
     return { configuration };
+  }
+
+  /**
+   * The agents' files at `commit` (the watch's): those kept or being read, or a new read charged to
+   * `agentId`. A poll that finds another commit drops them, so a read that lost the race with a
+   * newer poll's is not kept.
+   */
+  #filesAt(watch: Watch, commit: string, agentId: string): Promise<ProjectFiles> {
+    if (watch.files?.commit === commit) return watch.files.read;
+    const read = readProjectFiles(
+      this.#o.repositories,
+      watch.location,
+      commit,
+      {
+        maxFileBytes: this.#o.maxFileBytes,
+        maxTotalBytes: this.#o.maxProjectBytes ?? DEFAULT_MAX_PROJECT_BYTES,
+        maxFiles: MAX_BATCH_FILES,
+        maxOversized: MAX_OVERSIZED,
+      },
+      { agentId, signal: this.signal },
+    ).then((files) => {
+      if (files.perAgent !== undefined) {
+        this.#o.log.info(
+          { repository: watch.key, commitId: commit, reason: files.perAgent },
+          "agent configuration files are read one agent at a time",
+        );
+      }
+      return files;
+    });
+    const kept = { commit, read };
+    watch.files = kept;
+    // A failed read is not kept: the next poll (or agent) reads again.
+    read.catch(() => {
+      if (watch.files === kept) watch.files = undefined;
+    });
+    return read;
   }
 
   /** Sections kept but not acted on: logged and counted once per agent and commit, never silent. */

@@ -1,7 +1,9 @@
 // Many agents on one kas with tiny limits toward Gitaly: every agent still gets its configuration
 // (calls over a limit wait their turn, none is dropped), the deferrals are counted, and agents that
-// share a configuration project share its poll: one ref lookup (InfoRefsUploadPack) per poll per
-// project, whatever the number of agents; each agent's own file is one read (TreeEntry).
+// share a configuration project share its poll and its reads: per project and commit, one ref
+// lookup (InfoRefsUploadPack), one listing of .gitlab/agents (GetTreeEntries) and one batch of the
+// agents' files (GetBlobs), whatever the number of agents; no agent reads its file on its own
+// (TreeEntry).
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -72,11 +74,11 @@ describe("many agents, tiny Gitaly rate limits, shared polls", () => {
       config.gitlab.address = gitlab.url;
       config.gitlab.authenticationSecretFile = secretFile;
       config.agent.configuration.pollPeriodMs = 3_600_000; // polls: the first ones and pushes only
-      // 5 calls a second toward Gitaly, 3 at once: the 27 agents' reads must queue unless they
-      // arrive over 5 s or more, which even a loaded machine does not take to connect them (with
-      // {10/s, 10} a slow start let every read through). In process the bucket is exact.
-      config.gitaly.globalApiRateLimit = { refillRatePerSecond: 5, bucketSize: 3 };
-      config.gitaly.perServerApiRateLimit = { refillRatePerSecond: 5, bucketSize: 3 };
+      // 3 calls a second toward Gitaly, one at once: a poll's three calls (ref, listing, batch)
+      // follow each other at once, so they queue unless each Gitaly call takes over 1/3 s. In
+      // process the bucket is exact.
+      config.gitaly.globalApiRateLimit = { refillRatePerSecond: 3, bucketSize: 1 };
+      config.gitaly.perServerApiRateLimit = { refillRatePerSecond: 3, bucketSize: 1 };
     });
   });
   afterAll(async () => {
@@ -87,15 +89,23 @@ describe("many agents, tiny Gitaly rate limits, shared polls", () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  test("the first agent of each project: one poll per project", async () => {
-    await Promise.all(PROJECTS.map((_, i) => start(i))); // agents 0, 1, 2: one per project
-    await until(() => [0, 1, 2].every((i) => hasVersion(i, 1)), 10_000, "the first agents' configurations");
-    expect(gitaly.calls("InfoRefsUploadPack")).toBe(3);
-    expect(gitaly.calls("TreeEntry")).toBe(3);
-    expect(await polls()).toBe(3);
+  /** Gitaly's calls by method. */
+  const calls = () => ({
+    refs: gitaly.calls("InfoRefsUploadPack"),
+    listings: gitaly.calls("GetTreeEntries"),
+    batches: gitaly.calls("GetBlobs"),
+    files: gitaly.calls("TreeEntry"),
   });
 
-  test("27 more agents at once: each gets its own file, deferred by the limits, never dropped; no new poll", async () => {
+  test("the first agent of each project: one poll and one read of its files per project, deferred by the limits", async () => {
+    await Promise.all(PROJECTS.map((_, i) => start(i))); // agents 0, 1, 2: one per project
+    await until(() => [0, 1, 2].every((i) => hasVersion(i, 1)), 15_000, "the first agents' configurations");
+    expect(calls()).toEqual({ refs: 3, listings: 3, batches: 3, files: 0 });
+    expect(await polls()).toBe(3);
+    expect(metricValue(await kasMetrics(), "kas_gitaly_rate_limited_total")).toBeGreaterThan(0);
+  });
+
+  test("27 more agents at once: each gets its own file, with no Gitaly call (the projects' files at their commits are kept); no new poll", async () => {
     await Promise.all(Array.from({ length: AGENTS - 3 }, (_, k) => start(k + 3)));
     await until(
       () => agents.every((_, i) => hasVersion(i, 1)) && agents.length === AGENTS,
@@ -103,26 +113,27 @@ describe("many agents, tiny Gitaly rate limits, shared polls", () => {
       "every agent's configuration",
     );
     for (let i = 0; i < AGENTS; i++) expect(manifestOf(i)).toBe(`group/manifests-${i}-v1`);
-    // The projects' commits were known: each new agent cost one read of its file, no ref lookup.
-    expect(gitaly.calls("InfoRefsUploadPack")).toBe(3);
-    expect(gitaly.calls("TreeEntry")).toBe(AGENTS);
+    // The projects' commits were known, and their files read at them: a new agent costs nothing.
+    expect(calls()).toEqual({ refs: 3, listings: 3, batches: 3, files: 0 });
     expect(await polls()).toBe(3);
-    const text = await kasMetrics();
-    expect(metricValue(text, "kas_gitaly_rate_limited_total")).toBeGreaterThan(0);
-    expect(metricValue(text, "kas_agent_configuration_projects")).toBe(PROJECTS.length);
+    expect(metricValue(await kasMetrics(), "kas_agent_configuration_projects")).toBe(PROJECTS.length);
   });
 
-  test("a push to each project: one ref lookup per project, not per agent; every agent gets its change", async () => {
-    const refsBefore = gitaly.calls("InfoRefsUploadPack");
-    const readsBefore = gitaly.calls("TreeEntry");
+  test("a push to each project: one ref lookup, listing and batch per project, not per agent; every agent gets its change", async () => {
+    const before = calls();
     const pollsBefore = await polls();
     const limitedBefore = metricValue(await kasMetrics(), "kas_gitaly_rate_limited_total");
     await commitAll(2);
     for (const project of PROJECTS) expect(await pushTo(kas, { id: project })).toBe(204);
     await until(() => agents.every((_, i) => hasVersion(i, 2)), 15_000, "every agent's change");
     await until(async () => (await polls()) === pollsBefore + 3, 5_000, "the three polls counted");
-    expect(gitaly.calls("InfoRefsUploadPack") - refsBefore).toBe(PROJECTS.length);
-    expect(gitaly.calls("TreeEntry") - readsBefore).toBe(AGENTS);
+    const n = PROJECTS.length;
+    expect(calls()).toEqual({
+      refs: before.refs + n,
+      listings: before.listings + n,
+      batches: before.batches + n,
+      files: 0,
+    });
     expect(metricValue(await kasMetrics(), "kas_gitaly_rate_limited_total")).toBeGreaterThan(limitedBefore);
     expect(
       metricValue(await kasMetrics(), "kas_agent_configuration_polls_total", { result: "changed" }),
