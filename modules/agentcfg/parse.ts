@@ -54,7 +54,9 @@ export function parseAgentConfiguration(text: string, options: ParseOptions = {}
     try {
       value = doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT });
     } catch (e) {
-      // yaml throws a ReferenceError when aliases expand past maxAliasCount.
+      // yaml throws a ReferenceError when aliases expand past maxAliasCount; anything else (a
+      // merge key `<<` whose source is not a map) is not about aliases: the catch below says it.
+      if (!(e instanceof ReferenceError)) throw e;
       fail([{ path: "", message: `YAML aliases expand too much: ${errorMessage(e)}` }]);
     }
     // Empty, comments only, or `null`: nothing configured.
