@@ -3,7 +3,7 @@
 // sends {address} once listening and answers "counts" with its per-method call counters.
 import { GitalyTestServer } from "../../test/support/gitaly-server.ts";
 
-const METHODS = ["InfoRefsUploadPack", "FindCommit", "TreeEntry", "GetTreeEntries"] as const;
+const METHODS = ["InfoRefsUploadPack", "FindCommit", "TreeEntry", "GetTreeEntries", "GetBlobs"] as const;
 const gitaly = await GitalyTestServer.start({ storages: { default: process.argv[2]! } });
 process.send!({ address: gitaly.address });
 process.on("message", (m) => {

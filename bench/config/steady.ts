@@ -145,8 +145,8 @@ const track =
 const counted: Reader = {
   resolveRef: track("ref", (l, r, c) => gitaly.resolveRef(l, r, c)),
   readFile: track("file", (l, c, p, m, x) => gitaly.readFile(l, c, p, m, x)),
-  readFiles: track("file", (l, c, p, m, x) => gitaly.readFiles(l, c, p, m, x)),
-  listFiles: (l, c, d, x) => gitaly.listFiles(l, c, d, x),
+  readFiles: track("file", (l, c, p, m, x, t) => gitaly.readFiles(l, c, p, m, x, t)),
+  listFiles: track("file", (l, c, d, x) => gitaly.listFiles(l, c, d, x)),
   close: () => gitaly.close(),
 };
 // kas's defaults (cmd/kas/repositories/config.ts): the process limits; no Redis, one replica.
