@@ -1,8 +1,9 @@
 // Polling agents' configuration projects. One watch per repository, shared by every agent whose
 // configuration lives there: each poll is one cheap ref lookup, and the agents' files are read only
-// when the commit moved, all together (project-files.ts), and kept for that commit, so agents that
-// join later (a reconnecting herd) cost no call. A push notification polls at once; polling stays
-// the fallback.
+// when the commit moved. A watch's only agent reads its own file (one call); with more agents the
+// files are read together (project-files.ts: a listing and a batch) and kept for that commit, so
+// agents that join later (a reconnecting herd) cost no call. A push notification polls at once;
+// polling stays the fallback.
 import type { Logger } from "../../../tool/observability/index.ts";
 import {
   type AgentConfiguration,
@@ -225,7 +226,7 @@ export class ConfigurationWatches extends PollWatches<Watch> {
     }
     watch.commit = commit;
     if (watch.files?.commit !== commit) watch.files = undefined; // nobody goes back to an older commit
-    if (commit !== "") {
+    if (commit !== "" && this.#together(watch, commit)) {
       // The files together, once for all the agents (charged to the ref lookup's; kept, they cost
       // nothing). Failing, every agent keeps what it has; read per agent (below), each file's
       // failure is its own.
@@ -298,7 +299,9 @@ export class ConfigurationWatches extends PollWatches<Watch> {
       );
       return { refusal: { kind: "invalid", message, commitId: commit, at: new Date().toISOString() } };
     };
-    const project = await this.#filesAt(watch, commit, agent.agentId);
+    const project = this.#together(watch, commit)
+      ? await this.#filesAt(watch, commit, agent.agentId)
+      : ({ commit, perAgent: "the watch's only agent" } as const);
     let content: Buffer | undefined;
     if (project.perAgent === undefined) {
       if (project.oversized.has(path)) return refused(tooLarge);
@@ -325,6 +328,16 @@ export class ConfigurationWatches extends PollWatches<Watch> {
     }
     this.#reportUnsupported(agent.agentId, commit, configuration);
     return { configuration };
+  }
+
+  /**
+   * Whether the agents' files at `commit` are read together: when they are kept already, or the
+   * watch has more than one agent. A project with one agent here (the common case) reads its file
+   * with one call, not a listing and a batch; agents arriving at a project (a herd) read it
+   * together from the second on.
+   */
+  #together(watch: Watch, commit: string): boolean {
+    return watch.files?.commit === commit || watch.agents.size > 1;
   }
 
   /**

@@ -151,7 +151,7 @@ describe("configuration watches", () => {
     expect(watches.pushed({ id: "7" })).toBe(0);
   });
 
-  test("agents arriving one after another at a known commit (a herd) cost one listing and one batch in all", async () => {
+  test("agents arriving one after another (a herd): the first alone reads its own file, the second the project's files together, the others nothing", async () => {
     const N = 20;
     const manifest = (i: number) => `group/manifests-${i}`;
     const files: Record<string, string> = { ".gitlab/agents/a0/manifests/x.yaml": "kind: ConfigMap\n" };
@@ -168,7 +168,23 @@ describe("configuration watches", () => {
     follow(agent(N, "without-a-file", repo));
     await until(() => states.get(String(N))?.commitId === commit, 10_000, "the agent without a file");
     expect(states.get(String(N))?.configuration.gitops).toBeUndefined();
-    expect(calls).toEqual({ resolveRef: 1, listFiles: 1, readFiles: 1, readFile: 0 });
+    expect(calls).toEqual({ resolveRef: 1, readFile: 1, listFiles: 1, readFiles: 1 });
+  });
+
+  test("a project with one agent here reads its file with one call at each commit, never a listing and a batch", async () => {
+    const c1 = await repo.commit({
+      ".gitlab/agents/a/config.yaml": "observability: {logging: {level: warn}}\n",
+    });
+    make(3_600_000);
+    follow(agent(1, "a", repo));
+    await until(() => states.get("1")?.commitId === c1, 10_000, "a at c1");
+    const c2 = await repo.commit({
+      ".gitlab/agents/a/config.yaml": "observability: {logging: {level: error}}\n",
+    });
+    watches.pushed({ id: "7" });
+    await until(() => states.get("1")?.commitId === c2, 10_000, "a at c2");
+    expect(states.get("1")?.configuration.observability.logging.level).toBe("error");
+    expect(calls).toEqual({ resolveRef: 2, readFile: 2, listFiles: 0, readFiles: 0 });
   });
 
   test("a file over maxFileBytes, or not valid, refuses only its agent; the others get theirs", async () => {
@@ -280,6 +296,7 @@ describe("configuration watches", () => {
     async (how) => {
       const c1 = await repo.commit({
         ".gitlab/agents/a/config.yaml": "observability: {logging: {level: debug}}\n",
+        ".gitlab/agents/b/config.yaml": "{}\n",
       });
       const inner = new LocalGitRepositories();
       let kept: WeakRef<Buffer> | undefined;
@@ -295,7 +312,12 @@ describe("configuration watches", () => {
       vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] }); // no retry after the failed poll
       make(3_600_000, () => 0.5, { repositories: reader });
       follow(agent(1, "a", repo));
-      await until(() => states.get("1")?.commitId === c1, 10_000, "a at c1");
+      follow(agent(2, "b", repo)); // two agents: the files are read together (one alone reads its own)
+      await until(
+        () => states.get("1")?.commitId === c1 && states.get("2")?.commitId === c1,
+        10_000,
+        "at c1",
+      );
       await collectGarbage();
       expect(kept?.deref(), "kept for agents joining at c1").toBeDefined();
       if (how === "the new batch fails") {
@@ -344,8 +366,9 @@ describe("configuration watches", () => {
     };
     make(3_600_000, () => 0.5, { repositories: reader });
     follow(agent(1, "a", repo));
+    follow(agent(2, "b", repo)); // two agents: the files are read together
     await until(() => asked.length === 1, 10_000, "the batch under way");
-    for (const [i, name] of ["b", "c", "d"].entries()) follow(agent(i + 2, name, repo));
+    for (const [i, name] of ["c", "d"].entries()) follow(agent(i + 3, name, repo));
     release();
     await until(() => [1, 2, 3, 4].every((i) => states.get(String(i))?.commitId === c1), 10_000, "all at c1");
     expect(states.get("2")?.configuration.observability.logging.level).toBe("warn");
@@ -391,7 +414,8 @@ describe("configuration watches", () => {
     await repo.commit({ ".gitlab/agents/a/config.yaml": "gitops: {}\n" });
     watches.pushed({ id: "7" });
     await until(async () => (await failures()) === 1, 10_000, "the batch failed");
-    expect(calls).toMatchObject({ listFiles: 2, readFiles: 2, readFile: 0 });
+    // a alone read its own file; b's joining read the files together at c1; the push, at c2.
+    expect(calls).toMatchObject({ listFiles: 2, readFiles: 2, readFile: 1 });
     for (const id of ["1", "2", "3"]) {
       expect(states.get(id)).toMatchObject({ commitId: c1, problem: { kind: "repository" } });
     }
@@ -399,7 +423,7 @@ describe("configuration watches", () => {
     expect(calls.readFiles).toBe(2);
     await vi.advanceTimersByTimeAsync(100);
     await until(async () => (await failures()) === 2, 10_000, "retried after 1 s, failing again");
-    expect(calls).toMatchObject({ listFiles: 3, readFiles: 3, readFile: 0 });
+    expect(calls).toMatchObject({ listFiles: 3, readFiles: 3, readFile: 1 });
   });
 
   test("an agent that has a configuration waits for the project's first poll, spread over the period", async () => {
@@ -498,6 +522,8 @@ describe("configuration watches", () => {
       };
       vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] }); // no retry after the failed poll
       make(3_600_000, () => 0.5, { repositories: reader });
+      // Two agents, so the files are read together; z (which has a commit) asks for no poll at once.
+      follow(agent(4, "z", repo), "an-older-commit");
       follow(agent(1, "a", repo));
       await until(() => states.get("1")?.problem?.kind === "repository", 10_000, "a's first batch failed");
       const seenByB: (string | undefined)[] = [];
@@ -540,7 +566,8 @@ describe("configuration watches", () => {
     const again: AgentConfigurationState[] = [];
     watches.subscribe(agent(1, "a", repo), commit, (state) => again.push(state));
     expect(again.map((s) => s.commitId)).toEqual([commit]); // known at once, nothing read again
-    expect(c.calls).toEqual({ resolveRef: 1, listFiles: 1, readFiles: 1, readFile: 0 });
+    // The watch's only agent read its own file: one call, not a listing and a batch.
+    expect(c.calls).toEqual({ resolveRef: 1, readFile: 1, listFiles: 0, readFiles: 0 });
     expect(watches.size).toBe(1);
   });
 
