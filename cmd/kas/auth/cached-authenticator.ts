@@ -2,7 +2,7 @@ import { tokenDigest } from "../../../tool/agent-token.ts";
 import { AnswerCache, type AnswerCacheOptions } from "../../../tool/gitlab/index.ts";
 import { AgentAuthError, type AgentAuthErrorCode } from "./errors.ts";
 import type { SharedAnswerCache, SharedAnswerKind } from "./shared-answer-cache.ts";
-import { SharedLookups, type SharedOutcome } from "./shared-lookups.ts";
+import { outcomeKind, SharedLookups, type SharedOutcome } from "./shared-lookups.ts";
 import type { AgentAuthenticator, AgentInfo, AuthenticateOptions } from "./types.ts";
 
 /** agent.info_cache_ttl, agent.info_cache_error_ttl and the bound on entries. */
@@ -22,25 +22,14 @@ const DEFINITIVE: ReadonlySet<string> = new Set<AgentAuthErrorCode>([
 ]);
 
 /** agent_info as Redis holds it (under the token's SHA-256): who the token is, or a definitive refusal. */
-export const AGENT_INFO: SharedAnswerKind<SharedOutcome<AgentInfo, AgentAuthError>> = {
+export const AGENT_INFO: SharedAnswerKind<SharedOutcome<AgentInfo, AgentAuthError>> = outcomeKind({
   name: "agent_info",
-  encode: (answer) =>
-    "value" in answer
-      ? { info: answer.value }
-      : { code: answer.error.code, message: answer.error.message.slice(0, 500) },
-  decode(stored) {
-    const s = stored as Record<string, unknown> | null;
-    if (typeof s !== "object" || s === null) return undefined;
-    const info = s.info as Record<string, unknown> | undefined;
-    if (info !== undefined) {
-      const ids = [info.agentId, info.projectId, info.agentName];
-      return ids.every((v) => typeof v === "string") ? { value: info as unknown as AgentInfo } : undefined;
-    }
-    return typeof s.code === "string" && DEFINITIVE.has(s.code) && typeof s.message === "string"
-      ? { error: new AgentAuthError(s.code as AgentAuthErrorCode, s.message) }
-      : undefined;
-  },
-};
+  valueKey: "info",
+  isValue: (info) => [info.agentId, info.projectId, info.agentName].every((v) => typeof v === "string"),
+  refusal: (code, message) =>
+    DEFINITIVE.has(code) ? new AgentAuthError(code as AgentAuthErrorCode, message) : undefined,
+  maxMessage: 500,
+});
 
 /**
  * Caches another authenticator's answers, keyed by the SHA-256 of the token (the token itself is

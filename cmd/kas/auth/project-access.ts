@@ -21,7 +21,7 @@ import {
 } from "../../../tool/gitlab/index.ts";
 import type { KasConfig } from "../config/index.ts";
 import type { SharedAnswerCache, SharedAnswerKind } from "./shared-answer-cache.ts";
-import { SharedLookups, type SharedOutcome } from "./shared-lookups.ts";
+import { outcomeKind, SharedLookups, type SharedOutcome } from "./shared-lookups.ts";
 
 /** GitLab's answer as the modules read it: where the project's repository is in Gitaly. */
 export function projectRepositoryOf(info: ProjectInfoResponse): ProjectRepository {
@@ -77,32 +77,25 @@ export type GitLabProjectAccessOptions = AnswerCacheOptions & {
  * project_info as Redis holds it (under a digest of the token and the project, sealed with the
  * project as associated data): the repository, or a definitive refusal.
  */
-export const PROJECT_INFO: SharedAnswerKind<SharedOutcome<ProjectRepository, ProjectAccessError>> = {
-  name: "project_info",
-  encode: (answer) =>
-    "value" in answer
-      ? { repository: answer.value }
-      : { code: answer.error.code, message: answer.error.message.slice(0, 2000) },
-  decode(stored) {
-    const s = stored as Record<string, unknown> | null;
-    if (typeof s !== "object" || s === null) return undefined;
-    const repo = s.repository as { projectId?: unknown; location?: Record<string, unknown> } | undefined;
-    if (repo !== undefined) {
-      const l = repo.location;
+export const PROJECT_INFO: SharedAnswerKind<SharedOutcome<ProjectRepository, ProjectAccessError>> =
+  outcomeKind({
+    name: "project_info",
+    valueKey: "repository",
+    isValue: (repo) => {
+      const l = repo.location as Record<string, unknown> | undefined;
       const gitaly = l?.gitaly as Record<string, unknown> | undefined;
       const repository = l?.repository as Record<string, unknown> | undefined;
-      return typeof repo.projectId === "string" &&
+      return (
+        typeof repo.projectId === "string" &&
         l?.backend === "gitaly" &&
         typeof gitaly?.address === "string" &&
         typeof repository?.relativePath === "string"
-        ? { value: repo as ProjectRepository }
-        : undefined;
-    }
-    return (s.code === "not_found" || s.code === "forbidden") && typeof s.message === "string"
-      ? { error: new ProjectAccessError(s.code, s.message) }
-      : undefined;
-  },
-};
+      );
+    },
+    refusal: (code, message) =>
+      code === "not_found" || code === "forbidden" ? new ProjectAccessError(code, message) : undefined,
+    maxMessage: 2000,
+  });
 
 /**
  * GitLab's `project_info` with the agent's token, cached per (token digest, project): the token

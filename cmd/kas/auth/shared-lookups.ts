@@ -7,6 +7,38 @@ import type { SharedAnswerCache, SharedAnswerKind } from "./shared-answer-cache.
 
 export type SharedOutcome<V, E> = { value: V } | { error: E };
 
+/**
+ * How an outcome is stored: `{ [valueKey]: value }`, or a refusal as `{ code, message }` with the
+ * message cut at `maxMessage`. Reading back, `isValue` checks the value's shape and `refusal` makes
+ * the error of a stored code (undefined for one that may not be shared); anything else, such as an
+ * entry another version wrote, reads as no answer.
+ */
+export function outcomeKind<V, E extends Error & { code: string }>(o: {
+  name: string;
+  valueKey: string;
+  isValue: (stored: Record<string, unknown>) => boolean;
+  refusal: (code: string, message: string) => E | undefined;
+  maxMessage: number;
+}): SharedAnswerKind<SharedOutcome<V, E>> {
+  const isRecord = (x: unknown): x is Record<string, unknown> => typeof x === "object" && x !== null;
+  return {
+    name: o.name,
+    encode: (answer) =>
+      "value" in answer
+        ? { [o.valueKey]: answer.value }
+        : { code: answer.error.code, message: answer.error.message.slice(0, o.maxMessage) },
+    decode(stored) {
+      if (!isRecord(stored)) return undefined;
+      const value = stored[o.valueKey];
+      if (value !== undefined) return isRecord(value) && o.isValue(value) ? { value: value as V } : undefined;
+      const { code, message } = stored;
+      const error =
+        typeof code === "string" && typeof message === "string" ? o.refusal(code, message) : undefined;
+      return error && { error };
+    },
+  };
+}
+
 export interface SharedLookupsOptions<V, E extends Error> {
   shared: SharedAnswerCache;
   kind: SharedAnswerKind<SharedOutcome<V, E>>;

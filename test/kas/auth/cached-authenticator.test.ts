@@ -1,22 +1,12 @@
 import { afterEach, describe, expect, test } from "vitest";
+import { AGENT_INFO } from "../../../cmd/kas/auth/cached-authenticator.ts";
 import { AgentAuthError, CachedAuthenticator, GitLabAuthenticator } from "../../../cmd/kas/auth/index.ts";
-import { AGENT, startGitLab, TOKEN } from "./helpers.ts";
+import { AGENT, fakeClock, startGitLab, TOKEN } from "./helpers.ts";
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
   await Promise.all(cleanups.splice(0).map((c) => c()));
 });
-
-/** A clock the test moves by hand. */
-function fakeClock(start = 1_000_000) {
-  let now = start;
-  return {
-    now: () => now,
-    advance: (ms: number) => {
-      now += ms;
-    },
-  };
-}
 
 async function setup(options: { maxEntries?: number } = {}) {
   const { api, secret } = await startGitLab({
@@ -134,5 +124,39 @@ describe("CachedAuthenticator", () => {
     expect(err).toMatchObject({ code: "unavailable" });
     await cache.authenticateAgent(TOKEN).catch(() => {});
     expect(calls).toBe(2);
+  });
+});
+
+describe("AGENT_INFO: the answer as Redis holds it", () => {
+  const info = { agentId: "42", projectId: "7", agentName: "prod-cluster" };
+  const roundTrip = (answer: Parameters<typeof AGENT_INFO.encode>[0]) =>
+    AGENT_INFO.decode(JSON.parse(JSON.stringify(AGENT_INFO.encode(answer))));
+
+  test("an agent and a definitive refusal come back as they went in; a message is kept up to 500 characters", () => {
+    expect(roundTrip({ value: info })).toEqual({ value: info });
+    for (const code of ["unauthenticated", "permission_denied", "not_found"] as const) {
+      const back = roundTrip({ error: new AgentAuthError(code, `refused: ${code}`) }) as {
+        error: AgentAuthError;
+      };
+      expect([back.error.code, back.error.message]).toEqual([code, `refused: ${code}`]);
+    }
+    expect(AGENT_INFO.encode({ error: new AgentAuthError("not_found", "x".repeat(900)) })).toEqual({
+      code: "not_found",
+      message: "x".repeat(500),
+    });
+  });
+
+  test.each([
+    ["nothing", undefined],
+    ["null", null],
+    ["an empty object", {}],
+    ["an agent that is null", { info: null }],
+    ["an agent that is text", { info: "42" }],
+    ["an agent whose id is a number", { info: { ...info, agentId: 42 } }],
+    ["an agent without a name", { info: { agentId: "42", projectId: "7" } }],
+    ["an unavailable refusal", { code: "unavailable", message: "GitLab is down" }],
+    ["a refusal without a message", { code: "not_found" }],
+  ])("%s (another version wrote it, or nothing valid) reads as no answer", (_, stored) => {
+    expect(AGENT_INFO.decode(stored)).toBeUndefined();
   });
 });

@@ -27,3 +27,14 @@ export function memoryLogger(): { log: Logger; text: () => string } {
   });
   return { log, text: () => lines.join("") };
 }
+
+/** A clock the test moves by hand (caches take it as `now`). */
+export function fakeClock(start = 1_000_000) {
+  let now = start;
+  return {
+    now: () => now,
+    advance: (ms: number) => {
+      now += ms;
+    },
+  };
+}

@@ -120,6 +120,7 @@ describe("PROJECT_INFO (an answer as Redis holds it)", () => {
     ["a number", 42],
     ["a string", "project_info"],
     ["an empty object", {}],
+    ["a repository that is null", { repository: null }],
     ["a repository without a location", { repository: { projectId: "99" } }],
     ["a repository whose id is a number", { repository: { ...repository, projectId: 99 } }],
     ["a local location", withLocation({ ...repository.location, backend: "local" })],

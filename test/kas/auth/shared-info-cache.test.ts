@@ -15,7 +15,7 @@ import { dial } from "../../../lib/tunnel/index.ts";
 import { tokenDigest } from "../../../tool/agent-token.ts";
 import { RedisServer } from "../../support/redis-server.ts";
 import { startInProcessKas } from "../support/in-process.ts";
-import { AGENT, startGitLab, TOKEN } from "./helpers.ts";
+import { AGENT, fakeClock, startGitLab, TOKEN } from "./helpers.ts";
 
 let redis: RedisServer;
 beforeAll(async () => {
@@ -27,17 +27,6 @@ const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
-
-/** A clock the test moves by hand (Redis's own TTL is far longer than any test). */
-function fakeClock(start = 1_000_000) {
-  let now = start;
-  return {
-    now: () => now,
-    advance: (ms: number) => {
-      now += ms;
-    },
-  };
-}
 
 async function client(): Promise<Redis> {
   const c = new Redis({ ...redis.connection, lazyConnect: true, maxRetriesPerRequest: 0 });
