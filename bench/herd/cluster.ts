@@ -43,6 +43,8 @@ export interface HerdClusterOptions {
   /** agent.info_cache_ttl, e.g. "300s". */
   infoCacheTtl: string;
   log: (line: string) => void;
+  /** More environment for replica 1, the one that survives (a profiler preload, say). */
+  survivorEnv?: Record<string, string>;
 }
 
 export async function startHerdCluster(o: HerdClusterOptions): Promise<HerdCluster> {
@@ -109,6 +111,7 @@ export async function startHerdCluster(o: HerdClusterOptions): Promise<HerdClust
       KAS_PRIVATE_API_LISTEN_AUTHENTICATION_SECRET_FILE: files.privateSecretFile,
       KAS_REDIS_SERVER_ADDRESS: `127.0.0.1:${redis.port}`,
       KAS_REDIS_KEY_PREFIX: "bench-herd",
+      ...(process.env.NO_GATE && { NO_GATE: "1" }),
       // As bench:scale --modules: the first reads of thousands of agents at kas's default 15 Gitaly
       // calls/s per server would take minutes.
       ...Object.fromEntries(
@@ -120,7 +123,9 @@ export async function startHerdCluster(o: HerdClusterOptions): Promise<HerdClust
     };
     o.log("  starting two kas replicas");
     const kas = await Promise.all(
-      [0, 1].map(() => spawnKas({ ...portsEnv(), ...env }, { timeoutMs: SPAWN_MS })),
+      [0, 1].map((i) =>
+        spawnKas({ ...portsEnv(), ...env, ...(i === 1 && o.survivorEnv) }, { timeoutMs: SPAWN_MS }),
+      ),
     );
     for (const k of kas) closers.push(() => k.kill());
     const haproxy = await Haproxy.start({

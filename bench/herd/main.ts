@@ -5,7 +5,10 @@
 // replica 1's proxy. Once every agent is up and a baseline of probe requests is taken, replica 0
 // gets SIGKILL. Measured: how long until each of its agents is back (modules ready on a new
 // tunnel), agents not back by the deadline, GitLab's agent_info and Gitaly's calls, and the probe's
-// p99 during the herd against its p99 before it, in the same run.
+// p99 during the herd against its p99 before it, in the same run; and the surviving replica's own
+// side of it (replica-stats.ts: its longest event-loop delay and its CPU time) and Redis's commands.
+// BENCH_HERD_PROFILE=cpu: a CPU profile of the surviving replica over exactly the herd's window
+// (bench/scale/probe.js preloaded into it), summarised on stderr.
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -19,9 +22,13 @@ import { parseDuration } from "../../tool/config/values.ts";
 import { benchArgs } from "../lib/args.ts";
 import { markdownTable, percentile, round } from "../lib/stats.ts";
 import { parseModules } from "../scale/agent-modules.ts";
+import { selfTime } from "../scale/cpu-summary.ts";
+import { probe as probeStep } from "../scale/measure.ts";
 import { PROBE_TOKEN, startHerdCluster } from "./cluster.ts";
 import { startKubeProbe } from "./kube-probe.ts";
 import type { AgentsMessage, AgentsPlan, HerdReport } from "./protocol.ts";
+import { callsBetween, redisCalls } from "./redis-stats.ts";
+import { ReplicaStats } from "./replica-stats.ts";
 
 const { args, log } = benchArgs({
   agents: "10000",
@@ -39,8 +46,15 @@ const { args, log } = benchArgs({
   "probe-interval": "100",
   /** Modules each agent runs (bench/scale's --modules): all, none, or a comma list. */
   modules: "all",
+  /**
+   * The agents' process runs at this niceness (0: as kas). Real agents live on other machines;
+   * here they share kas's cores, and at kas's priority their reconnect work would be kas's delay.
+   */
+  "agents-nice": "10",
 });
 const N = Number(args.agents);
+if (!Number.isInteger(Number(args["agents-nice"])))
+  throw new Error(`--agents-nice: expected an integer, got ${args["agents-nice"]}`);
 const MODULES = parseModules(args.modules);
 const TARGET_S = Number(args.target);
 const METHODS: GitalyMethod[] = [
@@ -50,6 +64,9 @@ const METHODS: GitalyMethod[] = [
   "GetTreeEntries",
   "GetBlobs",
 ];
+const PROFILE = process.env.BENCH_HERD_PROFILE;
+if (PROFILE !== undefined && PROFILE !== "cpu")
+  throw new Error(`BENCH_HERD_PROFILE: only "cpu", got ${PROFILE}`);
 const loadBefore = loadavg()[0]!;
 const startedAt = new Date();
 const dir = mkdtempSync(join(tmpdir(), "bench-herd-"));
@@ -62,6 +79,13 @@ const cluster = await startHerdCluster({
   agentsPerProject: Number(args["agents-per-project"]),
   infoCacheTtl: args["info-cache-ttl"],
   log,
+  ...(PROFILE && {
+    survivorEnv: {
+      NODE_OPTIONS: `--import ${new URL("../scale/probe.js", import.meta.url).pathname}`,
+      BENCH_SCALE_PROBE_DIR: dir,
+      BENCH_SCALE_PROFILE: PROFILE,
+    },
+  }),
 });
 let child: ChildProcess | undefined;
 // Interrupted: the replicas, haproxy and Redis go too (they would outlive the runner otherwise).
@@ -82,9 +106,11 @@ try {
   };
   const planFile = join(dir, "plan.json");
   writeFileSync(planFile, JSON.stringify(plan));
+  const agentsArgs = ["--import", "tsx", new URL("./agents.ts", import.meta.url).pathname, planFile];
+  const nice = Number(args["agents-nice"]);
   child = spawn(
-    process.execPath,
-    ["--import", "tsx", new URL("./agents.ts", import.meta.url).pathname, planFile],
+    nice !== 0 ? "nice" : process.execPath,
+    nice !== 0 ? ["-n", String(nice), process.execPath, ...agentsArgs] : agentsArgs,
     {
       stdio: ["ignore", "ignore", args.json ? "ignore" : "inherit", "ipc"],
     },
@@ -116,6 +142,9 @@ try {
     `  all ${N} agents up with their modules in ${round(upS)} s; GitLab agent_info calls so far ${agentInfoBefore}`,
   );
 
+  const survivor = cluster.kas[1]!;
+  const redisAtStart = await redisCalls(cluster.redis.port);
+  const stats = await ReplicaStats.start(`${survivor.addresses.observability}/metrics`, survivor.child.pid!);
   const probe = startKubeProbe({
     kubernetesApi: cluster.kas[1]!.addresses.kubernetesApi,
     token: PROBE_TOKEN,
@@ -126,6 +155,10 @@ try {
   const onVictim = count(cluster.kas[0]!.out(), '"msg":"agent connected"');
   const gitalyBefore = Object.fromEntries(METHODS.map((m) => [m, cluster.gitaly.calls(m)]));
   const gitlabBefore = { agentInfo: cluster.gitlab.agentInfoRequests, projectInfo: projectInfo() };
+  const baselineStats = await stats.window();
+  const redisBefore = await redisCalls(cluster.redis.port);
+  const redisBaseline = callsBetween(redisAtStart, redisBefore);
+  if (PROFILE) await probeStep(survivor.child.pid!, dir, 0); // the profiler starts
   agentsProc.send("mark");
   const kill = performance.now();
   cluster.kas[0]!.child.kill("SIGKILL");
@@ -137,6 +170,16 @@ try {
     r = await report();
   }
   const herdEnd = performance.now();
+  const herdStats = await stats.window();
+  const redisDuring = callsBetween(redisBefore, await redisCalls(cluster.redis.port));
+  if (PROFILE) {
+    await probeStep(survivor.child.pid!, dir, 1); // cpu-1.cpuprofile: the herd's window
+    const { functions, files } = selfTime(join(dir, "cpu-1.cpuprofile"), 25);
+    log("  surviving replica over the herd, CPU profile self time (% of samples, idle included):");
+    for (const f of functions) log(`    ${round(f.pct, 2).toFixed(2).padStart(6)} %  ${f.name}`);
+    log("  by file:");
+    for (const f of files) log(`    ${round(f.pct, 2).toFixed(2).padStart(6)} %  ${f.name}`);
+  }
   await probe.stop();
   const before = probe.samples.filter((s) => s.at < kill);
   const during = probe.samples.filter((s) => s.at >= kill && s.at <= herdEnd);
@@ -205,6 +248,18 @@ try {
         ),
       ),
     },
+    survivor: {
+      loop_delay_max_ms: {
+        before: round(baselineStats.loopDelayMaxMs),
+        during: round(herdStats.loopDelayMaxMs),
+      },
+      cpu_share: { before: round(baselineStats.cpuShare, 2), during: round(herdStats.cpuShare, 2) },
+      cpu_ms_per_agent_back: round((herdStats.cpuSeconds * 1000) / Math.max(1, r.backMs.length), 2),
+    },
+    redis_commands: {
+      baseline: Object.fromEntries(redisBaseline),
+      during_herd: Object.fromEntries(redisDuring),
+    },
     kube_requests: {
       before: before.length,
       during: during.length,
@@ -257,6 +312,21 @@ try {
             "-",
           ],
           [
+            "surviving replica: longest event-loop delay ms before / during",
+            `${result.survivor.loop_delay_max_ms.before} / ${result.survivor.loop_delay_max_ms.during}`,
+            "-",
+          ],
+          [
+            "surviving replica: CPU, cores busy before / during",
+            `${result.survivor.cpu_share.before} / ${result.survivor.cpu_share.during}`,
+            "-",
+          ],
+          [
+            "surviving replica: CPU ms per agent back (the herd's CPU time / agents back)",
+            result.survivor.cpu_ms_per_agent_back,
+            "-",
+          ],
+          [
             "kube API requests before / during (failed)",
             `${before.length} / ${during.length} (${result.kube_requests.failed_during})`,
             "-",
@@ -269,6 +339,8 @@ try {
         .map(([k, v]) => `${k} ${v}`)
         .join(", ")}. ` +
         `Module first exchanges that failed and were retried: ${r.moduleFailures}${r.firstError ? ` (first: ${r.firstError})` : ""}. ` +
+        `Redis commands in the ${args.baseline} s baseline: ${redisBaseline.map(([k, v]) => `${k} ${v}`).join(", ")}; ` +
+        `during the herd: ${redisDuring.map(([k, v]) => `${k} ${v}`).join(", ")}. ` +
         `All ${N} agents first came up in ${round(upS)} s (GitLab agent_info calls then: ${agentInfoBefore}). ` +
         `Load average ${round(loadBefore, 2)} before, ${result.load_after} after.`,
     );

@@ -313,7 +313,8 @@ function perfRecord(pid: number, dir: string, ms: number) {
 }
 
 /** Signals the preloaded probe (SIGUSR2) and waits until it has done its step. */
-async function probe(pid: number, dir: string, seq: number): Promise<void> {
+/** One step of kas's preloaded probe (probe.js): SIGUSR2, then its done-<seq> file. */
+export async function probe(pid: number, dir: string, seq: number): Promise<void> {
   process.kill(pid, "SIGUSR2");
   const until = Date.now() + 120_000;
   while (!existsSync(join(dir, `done-${seq}`))) {

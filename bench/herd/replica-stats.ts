@@ -1,0 +1,53 @@
+// What the surviving replica itself went through, apart from the probe's view (which also pays
+// for this machine's other processes): its event loop's longest delay and its CPU time, per window.
+import { cpuSeconds } from "../scale/proc.ts";
+
+export interface ReplicaWindow {
+  /** The longest event-loop delay kas saw in the window (prom-client's monitorEventLoopDelay), ms. */
+  loopDelayMaxMs: number;
+  /** kas's CPU time over the window's wall time: 1 is one core busy throughout. */
+  cpuShare: number;
+  /** kas's CPU time in the window, seconds. */
+  cpuSeconds: number;
+}
+
+/**
+ * Reads `kas_nodejs_eventloop_lag_max_seconds` from kas's /metrics; each read also resets kas's
+ * delay histogram (prom-client does on every scrape), so successive reads bound windows.
+ */
+export class ReplicaStats {
+  #cpu: number;
+  #at: number;
+
+  private constructor(
+    readonly metricsUrl: string,
+    readonly pid: number,
+  ) {
+    this.#cpu = cpuSeconds(pid);
+    this.#at = performance.now();
+  }
+
+  /** Starts the first window now. */
+  static async start(metricsUrl: string, pid: number): Promise<ReplicaStats> {
+    const stats = new ReplicaStats(metricsUrl, pid);
+    await stats.window();
+    return stats;
+  }
+
+  /** Ends the current window and starts the next one. */
+  async window(): Promise<ReplicaWindow> {
+    const text = await (await fetch(this.metricsUrl, { signal: AbortSignal.timeout(10_000) })).text();
+    const cpu = cpuSeconds(this.pid);
+    const at = performance.now();
+    const m = /^kas_nodejs_eventloop_lag_max_seconds(?:\{[^}]*\})? (\S+)$/m.exec(text);
+    if (!m) throw new Error(`no kas_nodejs_eventloop_lag_max_seconds at ${this.metricsUrl}`);
+    const result = {
+      loopDelayMaxMs: Number(m[1]) * 1000,
+      cpuShare: (cpu - this.#cpu) / ((at - this.#at) / 1000),
+      cpuSeconds: cpu - this.#cpu,
+    };
+    this.#cpu = cpu;
+    this.#at = at;
+    return result;
+  }
+}
