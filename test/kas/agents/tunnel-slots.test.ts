@@ -83,4 +83,25 @@ describe("TunnelSlots through a real Redis", () => {
     );
     expect((await b.reserve("k")).slot).toBeUndefined();
   });
+
+  it("refreshes each token at its own time in the period, not every token in one burst", async () => {
+    const a = await replica(100, { liveTtlMs: 600 }); // a refresh every 200 ms, ticks of 20 ms
+    const tokens = 40;
+    for (let i = 0; i < tokens; i++) (await a.reserve(`k${i}`)).slot!.claim();
+    // Each rewrite of held entries is one MULTI: when each came, by token.
+    const client = clients[0]!;
+    const multi = client.multi.bind(client);
+    const rewrites: number[] = [];
+    client.multi = ((...args: Parameters<typeof multi>) => {
+      rewrites.push(performance.now());
+      return multi(...args);
+    }) as typeof client.multi;
+    a.start();
+    await until(() => rewrites.length >= tokens, 5000, "every token rewritten once");
+    const first = rewrites.slice(0, tokens);
+    const spreadMs = Math.max(...first) - Math.min(...first);
+    // All at once, they would come within a millisecond or two of each other.
+    expect(spreadMs).toBeGreaterThan(100);
+    expect(new Set(first.map((t) => Math.floor(t / 20))).size).toBeGreaterThan(4);
+  });
 });
