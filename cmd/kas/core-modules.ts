@@ -46,6 +46,7 @@ export function agentListenerModule(o: AgentListenerModuleOptions): KasModuleFac
             router,
             authenticate: o.authenticate,
             handshakeTimeoutMs: listen.handshakeTimeoutMs,
+            maxLoopUtilization: listen.handshakeLoopUtilization,
             maxConnections: listen.maxConnections,
             maxStreamsPerConnection: o.config.connectionLimits.maxStreamsPerConnection,
             limitCounter: o.metrics.requests,

@@ -95,6 +95,15 @@ export const positiveNumberSetting = kind((raw) => {
   return value;
 }, "number");
 
+/** A share of something, in (0, 1] (e.g. "0.5"). */
+export const shareSetting = kind((raw) => {
+  const value = typeof raw === "number" ? raw : Number(typeof raw === "string" ? raw.trim() : Number.NaN);
+  if (typeof raw === "boolean" || raw === "" || !(value > 0 && value <= 1)) {
+    throw new ValueError(`expected a number above 0 and at most 1, got ${JSON.stringify(raw)}`);
+  }
+  return value;
+}, "share (0-1]");
+
 /**
  * Another implementation's setting that this one accepts but does not act on (`notUsed`: the
  * warning logged when it is set). No default, so that "set" can be told from "not set".

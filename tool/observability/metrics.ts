@@ -2,13 +2,21 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom
 import type { TunnelSession } from "../../lib/tunnel/index.ts";
 
 /**
- * A registry with Node's process metrics (CPU, memory, event loop lag, handles) under `prefix`.
- * The event-loop-lag sampler wakes the process every `eventLoopMonitoringPrecision` ms even when idle;
- * prom-client's 10 ms default alone costs an idle daemon about 1 % of a core, 100 ms costs a tenth.
+ * How often the event-loop-lag sampler wakes the process, even when idle: prom-client's 10 ms
+ * default alone costs an idle daemon about 1 % of a core, 100 ms costs a tenth. Each sample is the
+ * time between two wake-ups, so `*_eventloop_lag_min_seconds` is about this and the loop's
+ * longest stall is `*_eventloop_lag_max_seconds` less this.
  */
+export const EVENT_LOOP_SAMPLING_MS = 100;
+
+/** A registry with Node's process metrics (CPU, memory, event loop lag, handles) under `prefix`. */
 export function createRegistry(prefix: string): Registry {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: `${prefix}_`, eventLoopMonitoringPrecision: 100 });
+  collectDefaultMetrics({
+    register: registry,
+    prefix: `${prefix}_`,
+    eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLING_MS,
+  });
   return registry;
 }
 

@@ -22,6 +22,8 @@ export interface AgentListenerOptions {
   authenticate: Authenticate<AgentIdentity>;
   router: Router;
   handshakeTimeoutMs?: number;
+  /** Handshakes wait while the event loop is busier than this share (lib/tunnel's `maxLoopUtilization`). */
+  maxLoopUtilization?: number;
   /** Connections open at once (default 10000) and HTTP/2 streams per connection (default 100). */
   maxConnections?: number;
   maxStreamsPerConnection?: number;
@@ -73,6 +75,7 @@ export async function serveAgents(options: AgentListenerOptions): Promise<AgentL
     ...(tls && { tls }),
     authenticate: options.authenticate,
     ...(options.handshakeTimeoutMs !== undefined && { handshakeTimeoutMs: options.handshakeTimeoutMs }),
+    ...(options.maxLoopUtilization !== undefined && { maxLoopUtilization: options.maxLoopUtilization }),
     ...(options.maxConnections !== undefined && { maxConnections: options.maxConnections }),
     ...(options.maxStreamsPerConnection !== undefined && {
       maxStreamsPerConnection: options.maxStreamsPerConnection,

@@ -19,6 +19,7 @@ import {
   listenSection,
   networkSetting,
   notUsedSetting,
+  shareSetting,
   stringSetting,
   tlsPair,
 } from "../../../tool/config/kinds.ts";
@@ -103,6 +104,12 @@ const agent = z.object({
       handshakeTimeoutMs: durationSetting({
         default: "10s",
         doc: "Deadline for a WebSocket handshake, authentication included.",
+      }),
+      // A replica's worth of agents reconnecting at once costs the replica that takes them a few ms
+      // of its one thread each; unpaced, the tunnels already open waited behind them (bench:herd).
+      handshakeLoopUtilization: shareSetting({
+        default: 0.5,
+        doc: "Authenticated handshakes complete while kas's event loop was busy less than this share of the last few milliseconds, and wait otherwise (within handshake_timeout), one at least every 50 ms: agents arriving in bulk slow down instead of stalling the tunnels already open. 1: no pacing.",
       }),
       // GitLab's kas counts every agentk gRPC call against 40000 a minute; here agentk's calls
       // ride its tunnel and only handshakes count, so the default is what a fleet reconnecting

@@ -12,6 +12,7 @@ import {
   TUNNEL_SUBPROTOCOL,
 } from "./constants.ts";
 import { HandshakeRejection } from "./errors.ts";
+import { HandshakePacer } from "./handshake-pacer.ts";
 import { type HandshakeRequest, pathnameOf, requestFromH1, requestFromH2 } from "./handshake-request.ts";
 import { type Refusal, validateH1, validateH2 } from "./handshake-validate.ts";
 import type { AcceptorOptions, Authenticate, RejectedHandshake } from "./options.ts";
@@ -33,6 +34,7 @@ export class TunnelAcceptor<I = undefined> {
   readonly #onReject: ((rejected: RejectedHandshake) => void) | undefined;
   readonly #connections = new Set<TransportConnection<I>>();
   readonly #pending = new Set<AbortController>();
+  readonly #pacer: HandshakePacer | undefined;
   #closing = false;
 
   constructor(options: AcceptorOptions<I>) {
@@ -50,6 +52,8 @@ export class TunnelAcceptor<I = undefined> {
       options.handshakeTimeoutMs,
       DEFAULT_HANDSHAKE_TIMEOUT_MS,
     );
+    if (options.maxLoopUtilization !== undefined && options.maxLoopUtilization !== 1)
+      this.#pacer = new HandshakePacer(options.maxLoopUtilization);
     this.#authenticate = options.authenticate;
     this.#onConnection = options.onConnection;
     this.#onReject = options.onReject;
@@ -135,6 +139,7 @@ export class TunnelAcceptor<I = undefined> {
     const offGone = reply.onGone(() => controller.abort(new Error("client went away")));
     try {
       const identity = await this.#identify(request, controller.signal);
+      if (this.#pacer) await this.#pacer.pass(controller.signal);
       if (reply.gone()) return;
       const ws = reply.accept(this.subprotocol, this.maxPayload);
       if (ws === undefined) return;

@@ -62,6 +62,13 @@ export interface AcceptorOptions<I> {
   maxPendingHandshakes?: number;
   /** Deadline from request to completed upgrade; past it: 503 and the hook's signal aborts. Default 10 s. */
   handshakeTimeoutMs?: number;
+  /**
+   * Paces authenticated handshakes by the event loop's load, so that arrivals in bulk (a replica's
+   * worth of agents reconnecting at once) do not stall the tunnels already open: a handshake
+   * completes while the loop was busy less than this share of the last few milliseconds, and
+   * waits otherwise (within its deadline), one at least every 50 ms. In (0, 1]; default 1, no pacing.
+   */
+  maxLoopUtilization?: number;
 }
 
 export function positive(name: string, value: number | undefined, fallback: number): number {

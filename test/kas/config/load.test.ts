@@ -42,6 +42,7 @@ describe("kas configuration", () => {
           maxConnectionAgeMs: 7_200_000,
           keepaliveIntervalMs: 60_000,
           handshakeTimeoutMs: 10_000,
+          handshakeLoopUtilization: 0.5,
           connectionsPerTokenPerMinute: 600,
           maxTunnelsPerToken: 100,
           maxConnections: 40_000,
