@@ -1,6 +1,6 @@
 // What bench:herd runs against: a real redis-server, the GitLab and Gitaly test servers (agents'
 // configuration projects and one GitOps manifest project as bare repositories Gitaly serves), two
-// kas replicas (processes, so one can be killed) sharing Redis behind haproxy, and a probe agentk
+// kas replicas (processes from the build, so one can be killed) sharing Redis behind haproxy, and a probe agentk
 // with a Kubernetes test server, connected straight to the replica that survives.
 import { randomBytes } from "node:crypto";
 import { mkdirSync, renameSync } from "node:fs";
@@ -43,6 +43,10 @@ export interface HerdClusterOptions {
   /** agent.info_cache_ttl, e.g. "300s". */
   infoCacheTtl: string;
   log: (line: string) => void;
+  /** kas's agent.listen.handshake_loop_utilization (default: kas's). */
+  handshakeLoopUtilization?: string;
+  /** kas's entry point: the build (bench/lib/kas-build.ts), as operators run it. */
+  kasEntry: string;
   /** More environment for replica 1, the one that survives (a profiler preload, say). */
   survivorEnv?: Record<string, string>;
 }
@@ -111,7 +115,9 @@ export async function startHerdCluster(o: HerdClusterOptions): Promise<HerdClust
       KAS_PRIVATE_API_LISTEN_AUTHENTICATION_SECRET_FILE: files.privateSecretFile,
       KAS_REDIS_SERVER_ADDRESS: `127.0.0.1:${redis.port}`,
       KAS_REDIS_KEY_PREFIX: "bench-herd",
-      ...(process.env.NO_GATE && { NO_GATE: "1" }),
+      ...(o.handshakeLoopUtilization !== undefined && {
+        KAS_AGENT_LISTEN_HANDSHAKE_LOOP_UTILIZATION: o.handshakeLoopUtilization,
+      }),
       // As bench:scale --modules: the first reads of thousands of agents at kas's default 15 Gitaly
       // calls/s per server would take minutes.
       ...Object.fromEntries(
@@ -124,7 +130,13 @@ export async function startHerdCluster(o: HerdClusterOptions): Promise<HerdClust
     o.log("  starting two kas replicas");
     const kas = await Promise.all(
       [0, 1].map((i) =>
-        spawnKas({ ...portsEnv(), ...env, ...(i === 1 && o.survivorEnv) }, { timeoutMs: SPAWN_MS }),
+        spawnKas(
+          { ...portsEnv(), ...env, ...(i === 1 && o.survivorEnv) },
+          {
+            timeoutMs: SPAWN_MS,
+            entry: o.kasEntry,
+          },
+        ),
       ),
     );
     for (const k of kas) closers.push(() => k.kill());

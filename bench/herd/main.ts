@@ -8,10 +8,10 @@
 // p99 during the herd against its p99 before it, in the same run; and the surviving replica's own
 // side of it (replica-stats.ts: its longest event-loop delay and its CPU time) and Redis's commands.
 // BENCH_HERD_PROFILE=cpu: a CPU profile of the surviving replica over exactly the herd's window
-// (bench/scale/probe.js preloaded into it), summarised on stderr.
+// (bench/scale/probe.js preloaded into it), summarised on stderr; =cpu-baseline: over the baseline.
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -20,6 +20,7 @@ import type { GitalyMethod } from "../../test/support/gitaly-server.ts";
 import { PROJECT_INFO_PATH } from "../../test/support/gitlab-api.ts";
 import { parseDuration } from "../../tool/config/values.ts";
 import { benchArgs } from "../lib/args.ts";
+import { buildKas } from "../lib/kas-build.ts";
 import { markdownTable, percentile, round } from "../lib/stats.ts";
 import { parseModules } from "../scale/agent-modules.ts";
 import { selfTime } from "../scale/cpu-summary.ts";
@@ -51,6 +52,8 @@ const { args, log } = benchArgs({
    * here they share kas's cores, and at kas's priority their reconnect work would be kas's delay.
    */
   "agents-nice": "10",
+  /** kas's agent.listen.handshake_loop_utilization; 1 turns handshake pacing off. Default: kas's (0.5). */
+  "handshake-loop-utilization": "",
 });
 const N = Number(args.agents);
 if (!Number.isInteger(Number(args["agents-nice"])))
@@ -65,8 +68,8 @@ const METHODS: GitalyMethod[] = [
   "GetBlobs",
 ];
 const PROFILE = process.env.BENCH_HERD_PROFILE;
-if (PROFILE !== undefined && PROFILE !== "cpu")
-  throw new Error(`BENCH_HERD_PROFILE: only "cpu", got ${PROFILE}`);
+if (PROFILE !== undefined && PROFILE !== "cpu" && PROFILE !== "cpu-baseline")
+  throw new Error(`BENCH_HERD_PROFILE: "cpu" or "cpu-baseline", got ${PROFILE}`);
 const loadBefore = loadavg()[0]!;
 const startedAt = new Date();
 const dir = mkdtempSync(join(tmpdir(), "bench-herd-"));
@@ -75,6 +78,10 @@ log(
 );
 const cluster = await startHerdCluster({
   dir,
+  kasEntry: buildKas(log),
+  ...(args["handshake-loop-utilization"] && {
+    handshakeLoopUtilization: args["handshake-loop-utilization"],
+  }),
   agents: N,
   agentsPerProject: Number(args["agents-per-project"]),
   infoCacheTtl: args["info-cache-ttl"],
@@ -83,7 +90,7 @@ const cluster = await startHerdCluster({
     survivorEnv: {
       NODE_OPTIONS: `--import ${new URL("../scale/probe.js", import.meta.url).pathname}`,
       BENCH_SCALE_PROBE_DIR: dir,
-      BENCH_SCALE_PROFILE: PROFILE,
+      BENCH_SCALE_PROFILE: "cpu",
     },
   }),
 });
@@ -151,14 +158,16 @@ try {
     clients: Number(args["probe-clients"]),
     intervalMs: Number(args["probe-interval"]),
   });
+  if (PROFILE === "cpu-baseline") await probeStep(survivor.child.pid!, dir, 0); // the profiler starts
   await sleep(Number(args.baseline) * 1000); // pacing: the baseline window is a length of time
+  if (PROFILE === "cpu-baseline") await summariseProfile("the baseline");
   const onVictim = count(cluster.kas[0]!.out(), '"msg":"agent connected"');
   const gitalyBefore = Object.fromEntries(METHODS.map((m) => [m, cluster.gitaly.calls(m)]));
   const gitlabBefore = { agentInfo: cluster.gitlab.agentInfoRequests, projectInfo: projectInfo() };
   const baselineStats = await stats.window();
   const redisBefore = await redisCalls(cluster.redis.port);
   const redisBaseline = callsBetween(redisAtStart, redisBefore);
-  if (PROFILE) await probeStep(survivor.child.pid!, dir, 0); // the profiler starts
+  if (PROFILE === "cpu") await probeStep(survivor.child.pid!, dir, 0); // the profiler starts
   agentsProc.send("mark");
   const kill = performance.now();
   cluster.kas[0]!.child.kill("SIGKILL");
@@ -172,14 +181,7 @@ try {
   const herdEnd = performance.now();
   const herdStats = await stats.window();
   const redisDuring = callsBetween(redisBefore, await redisCalls(cluster.redis.port));
-  if (PROFILE) {
-    await probeStep(survivor.child.pid!, dir, 1); // cpu-1.cpuprofile: the herd's window
-    const { functions, files } = selfTime(join(dir, "cpu-1.cpuprofile"), 25);
-    log("  surviving replica over the herd, CPU profile self time (% of samples, idle included):");
-    for (const f of functions) log(`    ${round(f.pct, 2).toFixed(2).padStart(6)} %  ${f.name}`);
-    log("  by file:");
-    for (const f of files) log(`    ${round(f.pct, 2).toFixed(2).padStart(6)} %  ${f.name}`);
-  }
+  if (PROFILE === "cpu") await summariseProfile("the herd");
   await probe.stop();
   const before = probe.samples.filter((s) => s.at < kill);
   const during = probe.samples.filter((s) => s.at >= kill && s.at <= herdEnd);
@@ -349,6 +351,21 @@ try {
   child?.kill("SIGKILL");
   await cluster.close();
   rmSync(dir, { recursive: true, force: true });
+}
+
+/** Stops the surviving replica's profiler (cpu-1.cpuprofile), keeps the profile and prints where its time went. */
+async function summariseProfile(window: string): Promise<void> {
+  const survivor = cluster.kas[1]!;
+  await probeStep(survivor.child.pid!, dir, 1);
+  // Kept past the run (its folder goes), for a closer look in DevTools or speedscope.
+  const kept = join(tmpdir(), `bench-herd-${startedAt.toISOString().replace(/[:.]/g, "-")}.cpuprofile`);
+  copyFileSync(join(dir, "cpu-1.cpuprofile"), kept);
+  log(`  the surviving replica's CPU profile over ${window}: ${kept}`);
+  const { functions, files } = selfTime(kept, 25);
+  log(`  surviving replica over ${window}, CPU profile self time (% of samples, idle included):`);
+  for (const f of functions) log(`    ${round(f.pct, 2).toFixed(2).padStart(6)} %  ${f.name}`);
+  log("  by file:");
+  for (const f of files) log(`    ${round(f.pct, 2).toFixed(2).padStart(6)} %  ${f.name}`);
 }
 
 function count(text: string, needle: string): number {

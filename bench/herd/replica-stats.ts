@@ -1,9 +1,13 @@
 // What the surviving replica itself went through, apart from the probe's view (which also pays
 // for this machine's other processes): its event loop's longest delay and its CPU time, per window.
+import { EVENT_LOOP_SAMPLING_MS } from "../../tool/observability/metrics.ts";
 import { cpuSeconds } from "../scale/proc.ts";
 
 export interface ReplicaWindow {
-  /** The longest event-loop delay kas saw in the window (prom-client's monitorEventLoopDelay), ms. */
+  /**
+   * kas's longest event-loop stall in the window, ms: the longest time between two of the lag
+   * sampler's wake-ups (prom-client's monitorEventLoopDelay) less the time between them.
+   */
   loopDelayMaxMs: number;
   /** kas's CPU time over the window's wall time: 1 is one core busy throughout. */
   cpuShare: number;
@@ -42,7 +46,7 @@ export class ReplicaStats {
     const m = /^kas_nodejs_eventloop_lag_max_seconds(?:\{[^}]*\})? (\S+)$/m.exec(text);
     if (!m) throw new Error(`no kas_nodejs_eventloop_lag_max_seconds at ${this.metricsUrl}`);
     const result = {
-      loopDelayMaxMs: Number(m[1]) * 1000,
+      loopDelayMaxMs: Math.max(0, Number(m[1]) * 1000 - EVENT_LOOP_SAMPLING_MS),
       cpuShare: (cpu - this.#cpu) / ((at - this.#at) / 1000),
       cpuSeconds: cpu - this.#cpu,
     };

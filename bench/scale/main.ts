@@ -16,11 +16,10 @@
 // =cpu a V8 CPU profile of the idle window, =perf Linux perf samples of it (all threads, needs perf).
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { createRequire } from "node:module";
-import { join } from "node:path";
 import { AGENTK_KEEPALIVE_DEFAULT } from "../../cmd/agentk/config/index.ts";
 import { parseDuration } from "../../tool/config/values.ts";
 import { benchArgs } from "../lib/args.ts";
+import { buildKas } from "../lib/kas-build.ts";
 import { markdownTable, round } from "../lib/stats.ts";
 import { parseModules } from "./agent-modules.ts";
 import { selfTime } from "./cpu-summary.ts";
@@ -74,19 +73,7 @@ if (Number.isFinite(hardFds) && hardFds < largest + 200) {
   );
 }
 
-// kas as operators run it (the `kas` bin): compiled JavaScript, not the sources under tsx, whose
-// keep-names helper gives every closure its own property dictionary (kilobytes per tunnel).
-const ROOT = join(import.meta.dirname, "../..");
-log("building kas (tsc -p tsconfig.build.json)");
-execFileSync(
-  process.execPath,
-  [createRequire(import.meta.url).resolve("typescript/bin/tsc"), "-p", "tsconfig.build.json"],
-  {
-    cwd: ROOT,
-    stdio: ["ignore", process.stderr, "inherit"], // stdout stays for --json
-  },
-);
-const kasEntry = join(ROOT, "dist/cmd/kas/main.js");
+const kasEntry = buildKas(log);
 const common = {
   kasEntry,
   settleMs: Number(args.settle) * 1000,
