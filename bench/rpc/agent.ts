@@ -5,7 +5,7 @@
 // exits when stdin ends.
 import { once } from "node:events";
 import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
+import { type AddressInfo, createServer as createTcpServer } from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import {
   createGrpcStreamServer,
@@ -16,6 +16,7 @@ import {
   type TunnelSession,
 } from "../../lib/tunnel/index.ts";
 import { type GreeterServiceServer, GreeterServiceService } from "../../proto/gen/example/v1/greeter.ts";
+import { jsStreamOver } from "./js-stream.ts";
 import type { AgentPorts } from "./protocol.ts";
 
 const tunnelUrl = process.argv[2];
@@ -49,13 +50,22 @@ const grpcStreams = createGrpcStreamServer(grpcServer);
 const dispatcher = new StreamDispatcher<TunnelSession>()
   .register(Kind.KIND_HTTP, (stream) => httpStreams.handle(stream))
   .register(Kind.KIND_GRPC, (stream) => grpcStreams.inject(stream));
+// ---- the floor: the same gRPC server over a JS stream on plain TCP, no tunnel ----
+const jsStreams = createTcpServer((socket) => grpcStreams.inject(jsStreamOver(socket)));
+jsStreams.listen(0, "127.0.0.1");
+await once(jsStreams, "listening");
+
 const tunnel = new TunnelClient({
   url: tunnelUrl,
   onStream: (stream, session) => void dispatcher.handle(stream, session),
 }).start();
 await tunnel.ready(10_000);
 
-const ports: AgentPorts = { http: (http.address() as AddressInfo).port, grpc: grpcPort };
+const ports: AgentPorts = {
+  http: (http.address() as AddressInfo).port,
+  grpc: grpcPort,
+  grpcJsStream: (jsStreams.address() as AddressInfo).port,
+};
 process.stdout.write(`${JSON.stringify(ports)}\n`);
 process.stdin.resume();
 process.stdin.on("end", () => process.exit(0));

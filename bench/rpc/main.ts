@@ -3,11 +3,13 @@
 // This process plays kas: it serves tunnels and opens streams toward the agent. The agent is a
 // second process (agent.ts) that dials in and feeds the streams to a node:http server and a
 // grpc-js server, which it also serves on loopback TCP for the direct path. Measures, in one run:
-// HTTP GET at N concurrent requests (requests/s, p50, p99) and sequential gRPC unary calls (p50, p99);
+// HTTP GET at N concurrent requests (requests/s, p50, p99) and sequential gRPC unary calls (p50, p99;
+// also over a JS stream on plain TCP, the floor of any stream-carried call: js-stream.ts);
 // then `kubectl get pods`'s list request through kas's Kubernetes API proxy with a CI job's token
 // against the Kubernetes test server directly (kube-list.ts), and GitLab's authorization calls.
 import { spawn } from "node:child_process";
 import { once } from "node:events";
+import { connect } from "node:net";
 import os from "node:os";
 import { createInterface } from "node:readline";
 import * as grpc from "@grpc/grpc-js";
@@ -23,6 +25,7 @@ import {
 import { GreeterServiceClient } from "../../proto/gen/example/v1/greeter.ts";
 import { benchArgs } from "../lib/args.ts";
 import { markdownTable, percentile, round } from "../lib/stats.ts";
+import { jsStreamOver } from "./js-stream.ts";
 import { measureKubeList } from "./kube-list.ts";
 import { grpcUnary, httpLoad } from "./load.ts";
 import type { AgentPorts } from "./protocol.ts";
@@ -102,6 +105,14 @@ const greeter: Record<Path, GreeterServiceClient> = {
     ),
   }),
 };
+// The floor of a call carried by any stream: HTTP/2 over a JS stream on plain TCP (js-stream.ts).
+const grpcFloor = new GreeterServiceClient("js-stream", insecure, {
+  channelOverride: createTunnelChannel(async () => {
+    const socket = connect(ports.grpcJsStream, "127.0.0.1");
+    await once(socket, "connect");
+    return jsStreamOver(socket);
+  }),
+});
 
 // ---- measurement ----
 log("warming up…");
@@ -109,12 +120,14 @@ for (const p of paths) {
   await httpLoad(http[p], ORIGIN[p], Math.min(REQUESTS, 2000), CONCURRENCY);
   await grpcUnary(greeter[p], Math.min(GRPC_CALLS, 1000));
 }
+await grpcUnary(grpcFloor, Math.min(GRPC_CALLS, 1000));
 // Trials are short and many, each running the paths back to back in alternating order, so that a
 // noisy neighbour on a shared machine hurts both alike. Requests/s is the median over trials;
 // percentiles pool every sample.
 const rps: Record<Path, number[]> = { direct: [], tunnel: [] };
 const httpMs: Record<Path, number[]> = { direct: [], tunnel: [] };
 const grpcUs: Record<Path, number[]> = { direct: [], tunnel: [] };
+const grpcFloorUs: number[] = [];
 for (let t = 0; t < TRIALS; t++) {
   const order = t % 2 === 0 ? paths : [...paths].reverse();
   for (const p of order) {
@@ -122,7 +135,14 @@ for (let t = 0; t < TRIALS; t++) {
     rps[p].push(run.requestsPerSec);
     httpMs[p].push(...run.latenciesMs);
   }
-  for (const p of order) grpcUs[p].push(...(await grpcUnary(greeter[p], GRPC_CALLS)));
+  const grpcRuns: Array<[number[], GreeterServiceClient]> = [
+    [grpcUs.direct, greeter.direct],
+    [grpcUs.tunnel, greeter.tunnel],
+    [grpcFloorUs, grpcFloor],
+  ];
+  for (const [into, client] of t % 2 === 0 ? grpcRuns : grpcRuns.reverse()) {
+    into.push(...(await grpcUnary(client, GRPC_CALLS)));
+  }
   log(
     `trial ${t + 1}/${TRIALS}: HTTP req/s direct ${Math.round(rps.direct[t]!)}, tunnel ${Math.round(rps.tunnel[t]!)}`,
   );
@@ -130,6 +150,7 @@ for (let t = 0; t < TRIALS; t++) {
 
 // ---- teardown: clients, then the agent, then the tunnel server; nothing may keep us alive ----
 finished = true;
+grpcFloor.close();
 for (const p of paths) {
   greeter[p].close();
   await http[p].close();
@@ -152,6 +173,7 @@ const result = {
   http_p99_ms: stat((p) => percentile(httpMs[p], 99), 2),
   grpc_unary_p50_us: stat((p) => percentile(grpcUs[p], 50), 1),
   grpc_unary_p99_us: stat((p) => percentile(grpcUs[p], 99), 1),
+  grpc_unary_js_stream_floor_p50_us: round(percentile(grpcFloorUs, 50), 1),
   kube_list_ms: { direct: round(percentile(kube.direct, 50), 2), kas: round(percentile(kube.kas, 50), 2) },
   gitlab_auth_calls: kube.gitlabAuthCalls,
   kube_list_bare_proxies_ms: round(percentile(kube.bare, 50), 2),
@@ -189,6 +211,16 @@ if (args.json) {
         row("gRPC unary p50 µs", result.grpc_unary_p50_us, `<= 1.2x (${met(targets.grpc_unary_p50_us)})`),
         row("gRPC unary p99 µs", result.grpc_unary_p99_us, "-"),
         row(
+          "gRPC unary p50 µs (floor: HTTP/2 over a JS stream on plain TCP, no tunnel)",
+          { direct: result.grpc_unary_p50_us.direct, tunnel: result.grpc_unary_js_stream_floor_p50_us },
+          "-",
+        ),
+        row(
+          "gRPC unary p50 µs (the tunnel against the floor: floor / tunnel)",
+          { direct: result.grpc_unary_js_stream_floor_p50_us, tunnel: result.grpc_unary_p50_us.tunnel },
+          "-",
+        ),
+        row(
           "kube list pods p50 ms (kas: CI job token)",
           { direct: result.kube_list_ms.direct, tunnel: result.kube_list_ms.kas },
           `<= 2x (${met(targets.kube_list_ms)})`,
@@ -216,7 +248,7 @@ if (args.json) {
   );
   console.log(
     `\n${TRIALS} interleaved trials, each: ${REQUESTS} HTTP GETs (${CONCURRENCY} concurrent, 65 B JSON body) and ` +
-      `${GRPC_CALLS} sequential gRPC calls per path; requests/s is the median of trials, ` +
+      `${GRPC_CALLS} sequential gRPC calls per path (and over the JS-stream floor); requests/s is the median of trials, ` +
       `percentiles pool all samples; node ${process.version}, ${os.cpus().length} cores, loopback`,
   );
   console.log(

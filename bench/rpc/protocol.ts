@@ -4,4 +4,6 @@ export interface AgentPorts {
   http: number;
   /** The grpc-js server, directly. */
   grpc: number;
+  /** The same grpc-js server behind a JS stream on plain TCP (js-stream.ts): the floor of a stream-carried call. */
+  grpcJsStream: number;
 }

@@ -110,18 +110,22 @@ export function createGrpcStreamServer<P = unknown>(
     (find: (next: grpc.ServerInterceptingCallInterface) => Served<P> | undefined): grpc.ServerInterceptor =>
     (_method, next) => {
       const entry = find(next);
+      // Methods, not arrow functions in properties: tsx (esbuild keepNames) names each of those
+      // with a defineProperty call, four per call here.
       const call: grpc.ServerInterceptingCall = new grpc.ServerInterceptingCall(next, {
-        start: (proceed) => {
+        start(proceed) {
           entry?.running.add(call);
           proceed({
-            onReceiveMetadata: (metadata, nextMetadata) => {
+            onReceiveMetadata(metadata, nextMetadata) {
               peers.set(metadata, entry?.peer);
               nextMetadata(metadata);
             },
-            onCancel: () => entry?.running.delete(call),
+            onCancel() {
+              entry?.running.delete(call);
+            },
           });
         },
-        sendStatus: (status, nextStatus) => {
+        sendStatus(status, nextStatus) {
           entry?.running.delete(call);
           nextStatus(status);
         },

@@ -3,6 +3,7 @@ import { WebSocket } from "ws";
 import type { MessagePath } from "../yamux/message-path.ts";
 import { CloseCode } from "./constants.ts";
 import { ConnectionClosedError, TransportError } from "./errors.ts";
+import { binaryFrame, SMALL_FRAME_MAX } from "./ws-frame.ts";
 
 export interface BinaryDuplex {
   stream: Duplex;
@@ -75,6 +76,9 @@ export function createBinaryDuplex(ws: WebSocket, control: BinaryDuplexControl):
 
   /** Set by messages.receive(): inbound messages skip the readable side. */
   let receiver: ((message: Buffer) => void) | undefined;
+  // Read once: ws sets both before 'open', and this is created on 'open'.
+  const socket = socketOf(ws);
+  const masked = !isServerEnd(ws);
   const messages: MessagePath = {
     receive(onMessage) {
       // As a 'data' listener would, the messages buffered so far come on the next tick, once
@@ -93,7 +97,11 @@ export function createBinaryDuplex(ws: WebSocket, control: BinaryDuplexControl):
         return false;
       // bufferedAmount: bytes in ws' own queue and in the socket's, not yet taken by the kernel.
       if (duplex.writableEnded || duplex.destroyed || ws.bufferedAmount > 0) return false;
-      ws.send(message, BINARY);
+      // Nothing is queued in ws or the socket, so a frame written to the socket directly keeps its
+      // place; a small one is framed here, in one buffer (see binaryFrame).
+      if (socket !== undefined && message.length <= SMALL_FRAME_MAX)
+        socket.write(binaryFrame(message, masked));
+      else ws.send(message, BINARY);
       return true;
     },
   };
@@ -152,4 +160,9 @@ function notOpen(ws: WebSocket): TransportError {
 function socketOf(ws: WebSocket): Duplex | undefined {
   const socket = (ws as unknown as { _socket?: unknown })._socket;
   return socket instanceof Duplex ? socket : undefined;
+}
+
+/** ws' `_isServer` (see ws-over-stream.ts): a server's frames go unmasked, a client's masked. */
+function isServerEnd(ws: WebSocket): boolean {
+  return (ws as unknown as { _isServer: boolean })._isServer === true;
 }
