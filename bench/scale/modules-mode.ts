@@ -75,7 +75,9 @@ export async function modulesMode(o: ModulesModeOptions): Promise<void> {
             );
           }
         }
-        rmSync(m.dir, { recursive: true, force: true });
+        // BENCH_SCALE_KEEP=1 keeps the snapshots (and the probe's readings) for a closer look.
+        if (process.env.BENCH_SCALE_KEEP) o.log(`  profile files kept in ${m.dir}`);
+        else rmSync(m.dir, { recursive: true, force: true });
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
