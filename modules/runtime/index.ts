@@ -67,3 +67,4 @@ export {
   UsageTracker,
   type UsageTrackerOptions,
 } from "./usage.ts";
+export { WorkAbort } from "./work-abort.ts";
