@@ -228,7 +228,7 @@ const GENERIC =
  * Self bytes charged to each node's nearest dominators that have a constructor of their own (not
  * Object, Array, Map, closures...): "outer > inner", `depth` of them from the inside.
  */
-export function selfByNamedOwner(g: Graph, depth: number): Map<string, number> {
+export function selfByNamedOwner(g: Graph, depth: number, transparent?: RegExp): Map<string, number> {
   const out = new Map<string, number>();
   const chain = new Array<string[]>(g.count);
   chain[0] = [];
@@ -238,7 +238,9 @@ export function selfByNamedOwner(g: Graph, depth: number): Map<string, number> {
     const up = v === 0 ? [] : chain[g.idom[v]!]!;
     const l = g.label[v]!;
     chain[v] =
-      GENERIC.test(l) || v === 0 ? up : [...up.slice(-(depth - 1) || up.length), l.replace(/^object:/, "")];
+      GENERIC.test(l) || transparent?.test(l) || v === 0
+        ? up
+        : [...up.slice(-(depth - 1) || up.length), l.replace(/^object:/, "")];
     if (depth === 1 && chain[v]!.length > 1) chain[v] = chain[v]!.slice(-1);
     let key = chain[v]!.join(" > ");
     if (!key) {
@@ -246,11 +248,45 @@ export function selfByNamedOwner(g: Graph, depth: number): Map<string, number> {
       const up: string[] = [];
       for (let u = v; u !== 0 && up.length < 12; u = g.idom[u]!) up.push(g.label[u]!);
       key = `(none) ${process.env.HEAP_OWNERS_NONE ? up.reverse().slice(0, Number(process.env.HEAP_OWNERS_NONE)).join(" > ") : ""}`;
+      if (transparent) key = /^(code|object shape):/.test(l) ? "(none) code" : "(none) data";
     }
     out.set(key, (out.get(key) ?? 0) + g.self[v]!);
     for (const c of g.children[v]!) stack.push(c);
   }
   return out;
+}
+
+/**
+ * kas's areas, by the nearest named owner (selfByNamedOwner with depth 1): which code keeps the
+ * object. Owners not listed, and objects no named owner dominates, are "other" (code, shared
+ * structures, what is held from several places).
+ */
+const AREAS: Array<[string, RegExp]> = [
+  [
+    "node:http2 (native, not in heapUsed)",
+    /^native:Node \/ (nghttp2_memory|Http2Session|streams|pair)$|^synthetic:Node \/ Http2Stream$/,
+  ],
+  ["node:http2 session and streams (JS)", /^(ServerHttp2Session|Http2Session|ServerHttp2Stream|Http2Stream|JSStreamSocket|JSStream|native:Node \/ JSStream)$/],
+  [
+    "grpc-js server calls",
+    /^(BaseServerInterceptingCall|InterceptingServerListenerImpl|StreamDecoder|ServerInterceptingCall|Metadata|ServerWritableStreamImpl|ServerReadableStreamImpl|ServerDuplexStreamImpl|ServerUnaryCallImpl|PerRequestMetricRecorder)$/,
+  ],
+  [
+    "tunnel: WebSocket, yamux, TCP socket (lib/tunnel)",
+    /^(TunnelSession|WebSocket|Receiver|Sender|Session|FrameDecoder|FrameWriter|YamuxStream|Socket|TCP|TransportConnection|Duplex|SessionHost|AgentToken|native:Node \/ TCPSocketWrap|synthetic:Node \/ TCPSocketWrap)$/,
+  ],
+  ["router registry (lib/router)", /^(LocalRegistry|TunnelAcceptor)$/],
+  ["cmd/kas: tunnel admission, slots", /^(TunnelSlots|TunnelAdmission|ConnectionRate)$/],
+  ["cluster views (hub, store)", /^(Hub|MemoryViewsStore)$/],
+  ["gitops (streams, status, watches)", /^(ManifestStream|MemoryStatusStore|RefWatches|AbortController|EventTarget|AbortSignal)$/],
+  ["configuration (watches)", /^(ConfigurationWatches)$/],
+  ["repository caches", /^(CachedRepositories)$/],
+];
+
+export function areaOf(owner: string): string {
+  const name = owner.replace(/^object:/, "");
+  if (name === "(none) data") return "held from several places (no one named owner)";
+  return AREAS.find(([, re]) => re.test(name))?.[0] ?? `other: ${name}`;
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
@@ -306,6 +342,22 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       for (let v = h; v !== 0; v = b.idom[v]!) chain.push(`${b.label[v]} (${b.retained[v]} B)`);
       console.log(`\n${chain.join("\n  <- ")}`);
     }
+  }
+  if (rest.includes("--areas")) {
+    console.log("\nby area (self size charged to the nearest named owner, grouped), KiB per agent:");
+    // Parts of streams, buffers and timers: charged to what holds them.
+    const parts =
+      /^object:(WritableState|ReadableState|Buffer|ArrayBuffer|Uint8Array|Timeout|TimersList|EventEmitter|Promise|Date)$/;
+    const na = selfByNamedOwner(a, 1, parts);
+    const nb = selfByNamedOwner(b, 1, parts);
+    const areas = new Map<string, number>();
+    for (const d of diff(na, nb, (x) => x ?? 0, agents)) {
+      const area =
+        d.key === "(none) code" ? "code and shapes (compiled on first use: fixed, not per agent)" : areaOf(d.key);
+      areas.set(area, (areas.get(area) ?? 0) + d.perAgent);
+    }
+    for (const [area, bytes] of [...areas].sort((x, y) => y[1] - x[1]))
+      console.log(`${(bytes / 1024).toFixed(2).padStart(7)}  ${area}`);
   }
   const depth = Number(opt("depth") ?? 0);
   if (depth > 0) {
