@@ -3,7 +3,7 @@
 // whichever replica writes), memory otherwise. The stream that last wrote an agent's views is its
 // `owner`: while it is up the key lives `presenceTtlMs` past each refresh; once it ends, the views
 // stay `retainMs` (shown as disconnected), then expire.
-import type { KasRedis } from "../../runtime/index.ts";
+import { flat, type KasRedis } from "../../runtime/index.ts";
 import { parseClusterViews } from "../limits.ts";
 import { type AgentViews, type ClusterViews, VIEW_NAMES, type ViewName } from "../views.ts";
 
@@ -70,7 +70,7 @@ function withViews(base: ViewsJson, update: ClusterViews): ViewsJson {
   const views: ViewsJson = { ...base };
   for (const [name, view] of Object.entries(update)) {
     if (view === undefined) delete views[name as ViewName];
-    else views[name as ViewName] = JSON.stringify(view);
+    else views[name as ViewName] = flat(JSON.stringify(view)); // kept: not JSON.stringify's rope
   }
   return views;
 }
