@@ -25,10 +25,14 @@ export interface HubOptions {
 
 type Filter = Parameters<ViewsHub["subscribe"]>[0];
 
-/** An event kept for resumes: its seq, and its JSON (what parseEvent read it from). */
+/**
+ * An event kept for resumes: its seq, and its JSON (what parseEvent read it from). A snapshot's
+ * JSON is not kept: a snapshot starts the history again, so it is always the oldest event kept,
+ * and a resume replays only what came after the oldest (its seq is the boundary).
+ */
 interface HistoryEntry {
   seq: number;
-  json: string;
+  json?: string;
 }
 
 interface Subscriber {
@@ -61,8 +65,8 @@ export class Hub implements ViewsHub {
   readonly #subs = new Set<Subscriber>();
   /**
    * Per agent: the newest seq fanned out here, and the recent events (for resumes) as the JSON they
-   * came in: parsed, a snapshot's views would be a second copy of the store's (several times the
-   * text's size); a resume parses them again.
+   * came in, a snapshot's not at all: parsed, its views would be a second copy of the store's; a
+   * resume parses what it replays again.
    */
   readonly #agents = new Map<string, { seq: number; history: HistoryEntry[] }>();
   #unsubscribe: (() => void) | undefined;
@@ -189,8 +193,11 @@ export class Hub implements ViewsHub {
     if (last.seq === known.seq) return [];
     const oldest = known.history[0];
     if (!oldest || oldest.seq > last.seq || last.seq > known.seq) return undefined;
+    const after = known.history.filter((h) => h.seq > last.seq);
+    // None is a snapshot (see HistoryEntry); were one, a fresh snapshot would do instead.
+    if (after.some((h) => h.json === undefined)) return undefined;
     // Each was parsed once already (parseEvent is deterministic): it parses the same again.
-    return known.history.filter((h) => h.seq > last.seq).map((h) => parseEvent(h.json)!);
+    return after.map((h) => parseEvent(h.json!)!);
   }
 
   /** An event heard from any replica (this one included), and its message. */
@@ -209,7 +216,8 @@ export class Hub implements ViewsHub {
     }
     if (event.type === "change" || event.type === "snapshot") known.seq = seq;
     // A new array rather than a push onto an empty one: V8 would give that one room for 17.
-    if (event.type === "snapshot" || known.history.length === 0) known.history = [{ seq, json }];
+    if (event.type === "snapshot") known.history = [{ seq }];
+    else if (known.history.length === 0) known.history = [{ seq, json }];
     else known.history.push({ seq, json });
     if (known.history.length > this.#o.historyPerAgent) known.history.shift();
     this.#o.metrics.events.inc({ type: event.type });
@@ -231,7 +239,7 @@ export class Hub implements ViewsHub {
     const event: ViewEvent = { type: "snapshot", id: eventId(agentId, state.seq), agent: state };
     if (known) {
       known.seq = state.seq;
-      known.history = [{ seq: state.seq, json: JSON.stringify(event) }];
+      known.history = [{ seq: state.seq }];
     }
     for (const sub of this.#subs) {
       if (sub.filter.agentId !== undefined && sub.filter.agentId !== agentId) continue;
