@@ -3,9 +3,9 @@
 //   [-- --kas-env NAME=value,...]
 // --modules: each agent also speaks what agentk's modules speak (agent-modules.ts); one run per
 // module added in turn (tunnels only, + configuration, + tracker, ...), kas's heap after a forced
-// full collection with each: the per-module breakdown (modules-mode.ts); --breakdown full: only the
-// row with every module; --breakdown ends: only
-// the tunnel-only row and the row with every module (before/after pairs in half the time).
+// full collection with each: the per-module breakdown (modules-mode.ts); --breakdown ends: only
+// the tunnel-only row and the row with every module (before/after pairs in half the time); full:
+// only the row with every module.
 // --rounds R: memory that comes back (rounds.ts): R rounds of N agents connecting and leaving (half
 // cleanly, half cut) on one kas, its heap after a forced full collection after each.
 // The agents ping as agentk does (--keepalive-interval's default, 55 s), and the CPU window defaults
