@@ -2,9 +2,16 @@
 // node's retained size from the dominator tree (weak edges do not retain), then what grew, per agent:
 //   - by constructor: the retained size of its outermost instances (those not dominated by another
 //     instance of the same constructor), as DevTools' "Summary" view shows it;
-//   - by owner: every node charged to its nearest dominator whose constructor is in --owners (the
-//     first in that list wins where several dominate it: list the inner ones first), else "(other)".
-// npx tsx bench/scale/heap-owners.ts BEFORE.heapsnapshot AFTER.heapsnapshot N [--owners A,B,...] [--top 40]
+//   - --owners A,B: every node charged to its nearest dominator whose constructor is listed (the
+//     first in that list wins where several dominate it), else "(other)";
+//   - --depth D: to its nearest D dominators with a constructor of their own ("outer > inner";
+//     HEAP_OWNERS_NONE=K names the first K generic dominators of what no named one holds);
+//   - --areas: the same (depth 1, stream states, buffers and timers charged to what holds them),
+//     grouped by the code that keeps them (AREAS below): the per-agent table of BENCHMARKS.md;
+//   - --by-property: retained size by "owner.property" (what each owner holds by which field);
+//   - --prop "LABEL.property", --path LABEL: dominator chains of a few instances.
+// npx tsx bench/scale/heap-owners.ts BEFORE.heapsnapshot AFTER.heapsnapshot N [--top 40] [options above]
+// (BENCH_SCALE_KEEP=1 BENCH_SCALE_PROFILE=snapshot npm run bench:scale -- --modules ... keeps the pair.)
 import { readFileSync } from "node:fs";
 
 interface RawSnapshot {
@@ -266,7 +273,10 @@ const AREAS: Array<[string, RegExp]> = [
     "node:http2 (native, not in heapUsed)",
     /^native:Node \/ (nghttp2_memory|Http2Session|streams|pair)$|^synthetic:Node \/ Http2Stream$/,
   ],
-  ["node:http2 session and streams (JS)", /^(ServerHttp2Session|Http2Session|ServerHttp2Stream|Http2Stream|JSStreamSocket|JSStream|native:Node \/ JSStream)$/],
+  [
+    "node:http2 session and streams (JS)",
+    /^(ServerHttp2Session|Http2Session|ServerHttp2Stream|Http2Stream|JSStreamSocket|JSStream|native:Node \/ JSStream)$/,
+  ],
   [
     "grpc-js server calls",
     /^(BaseServerInterceptingCall|InterceptingServerListenerImpl|StreamDecoder|ServerInterceptingCall|Metadata|ServerWritableStreamImpl|ServerReadableStreamImpl|ServerDuplexStreamImpl|ServerUnaryCallImpl|PerRequestMetricRecorder)$/,
@@ -278,7 +288,10 @@ const AREAS: Array<[string, RegExp]> = [
   ["router registry (lib/router)", /^(LocalRegistry|TunnelAcceptor)$/],
   ["cmd/kas: tunnel admission, slots", /^(TunnelSlots|TunnelAdmission|ConnectionRate)$/],
   ["cluster views (hub, store)", /^(Hub|MemoryViewsStore)$/],
-  ["gitops (streams, status, watches)", /^(ManifestStream|MemoryStatusStore|RefWatches|AbortController|EventTarget|AbortSignal)$/],
+  [
+    "gitops (streams, status, watches)",
+    /^(ManifestStream|MemoryStatusStore|RefWatches|AbortController|EventTarget|AbortSignal)$/,
+  ],
   ["configuration (watches)", /^(ConfigurationWatches)$/],
   ["repository caches", /^(CachedRepositories)$/],
 ];
@@ -353,7 +366,9 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     const areas = new Map<string, number>();
     for (const d of diff(na, nb, (x) => x ?? 0, agents)) {
       const area =
-        d.key === "(none) code" ? "code and shapes (compiled on first use: fixed, not per agent)" : areaOf(d.key);
+        d.key === "(none) code"
+          ? "code and shapes (compiled on first use: fixed, not per agent)"
+          : areaOf(d.key);
       areas.set(area, (areas.get(area) ?? 0) + d.perAgent);
     }
     for (const [area, bytes] of [...areas].sort((x, y) => y[1] - x[1]))
