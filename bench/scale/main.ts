@@ -1,10 +1,11 @@
 // npm run bench:scale [-- --json] [-- --agents 1000,5000 --settle 5 --idle-settle 60 --window S --agent-keepalive MS]
-//   [-- --modules all|none|configuration,tracker,views,gitops [--breakdown ends]] [-- --rounds R]
+//   [-- --modules all|none|configuration,tracker,views,gitops [--breakdown ends|full]] [-- --rounds R]
 //   [-- --kas-env NAME=value,...]
 // --modules: each agent also speaks what agentk's modules speak (agent-modules.ts); one run per
 // module added in turn (tunnels only, + configuration, + tracker, ...), kas's heap after a forced
 // full collection with each: the per-module breakdown (modules-mode.ts); --breakdown ends: only
-// the tunnel-only row and the row with every module (before/after pairs in half the time).
+// the tunnel-only row and the row with every module (before/after pairs in half the time); full:
+// only the row with every module.
 // --rounds R: memory that comes back (rounds.ts): R rounds of N agents connecting and leaving (half
 // cleanly, half cut) on one kas, its heap after a forced full collection after each.
 // The agents ping as agentk does (--keepalive-interval's default, 55 s), and the CPU window defaults
@@ -43,7 +44,8 @@ const { args, log } = benchArgs({
   "agent-keepalive": String(AGENTK_KEEPALIVE_MS),
   modules: "none",
   rounds: "0",
-  // --modules: "ends" runs only the tunnel-only row and the row with every module asked for.
+  // --modules: "ends" runs only the tunnel-only row and the row with every module asked for; "full"
+  // only the latter.
   breakdown: "modules",
   // Extra environment for kas, "NAME=value,NAME=value" (e.g. malloc settings to compare).
   "kas-env": "",
@@ -108,6 +110,7 @@ if (MODULES.length > 0) {
     profile: profile as Profile | undefined,
     json: args.json,
     endsOnly: args.breakdown === "ends",
+    fullOnly: args.breakdown === "full",
   });
   process.exit(0);
 }

@@ -23,6 +23,8 @@ export interface ModulesModeOptions extends Omit<MeasureOptions, "agents" | "mod
   json: boolean;
   /** Only the tunnel-only row and the row with every module (no per-module breakdown): half the time, for before/after pairs. */
   endsOnly?: boolean;
+  /** Only the row with every module: before/after pairs of what the modules hold (the tunnel-only row does not change). */
+  fullOnly?: boolean;
 }
 
 interface Row {
@@ -41,6 +43,7 @@ export async function modulesMode(o: ModulesModeOptions): Promise<void> {
     // Cumulative: [], [configuration], [configuration, tracker], ...
     for (let k = 0; k <= o.modules.length; k++) {
       if (o.endsOnly && k > 0 && k < o.modules.length) continue;
+      if (o.fullOnly && k < o.modules.length) continue;
       const modules = o.modules.slice(0, k);
       o.log(`N = ${agents}, modules: ${modules.join(", ") || "none (tunnels only)"}`);
       const dir = mkdtempSync(join(tmpdir(), "bench-scale-modules-"));
@@ -75,7 +78,9 @@ export async function modulesMode(o: ModulesModeOptions): Promise<void> {
             );
           }
         }
-        rmSync(m.dir, { recursive: true, force: true });
+        // BENCH_SCALE_KEEP=1 keeps the snapshots (and the probe's readings) for a closer look.
+        if (process.env.BENCH_SCALE_KEEP) o.log(`  profile files kept in ${m.dir}`);
+        else rmSync(m.dir, { recursive: true, force: true });
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
@@ -96,7 +101,8 @@ export async function modulesMode(o: ModulesModeOptions): Promise<void> {
   }
   const table = rows.map((r, i) => {
     const prev = i > 0 && rows[i - 1]!.m.agents === r.m.agents ? rows[i - 1] : undefined;
-    const added = r.modules.length > 1 && o.endsOnly ? r.modules.join(", ") : r.modules.at(-1);
+    const added =
+      r.modules.length > 1 && (o.endsOnly || o.fullOnly) ? r.modules.join(", ") : r.modules.at(-1);
     const delta = (a: number, b: number | undefined) => (b === undefined ? "-" : round(a - b));
     const full = r.modules.length === o.modules.length;
     const verdict = full

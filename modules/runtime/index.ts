@@ -10,6 +10,7 @@ export type {
   LeaderElection,
 } from "./agentk.ts";
 export { AgentConfigurations, type ConfigurationLookup } from "./configurations.ts";
+export { flat } from "./flat-string.ts";
 export { announceGitPush, onGitPush, type PushedProject, pollOnGitPush, publishGitPush } from "./git-push.ts";
 export { KUBERNETES_SERVICE } from "./http-services.ts";
 export type {
@@ -67,3 +68,4 @@ export {
   UsageTracker,
   type UsageTrackerOptions,
 } from "./usage.ts";
+export { WorkAbort } from "./work-abort.ts";

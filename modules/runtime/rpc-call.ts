@@ -48,7 +48,8 @@ export function untilStreamEnds(
   call.on("cancelled", done);
   call.on("close", done);
   call.on("finish", done);
-  session.once("close", end);
+  // `on`, not `once` (done takes it off): `once` would add a wrapper and its state per stream.
+  session.on("close", end);
 }
 
 interface ServerCall {

@@ -10,6 +10,7 @@ import {
   summarize,
 } from "./connected-agents.ts";
 import { newConnectionId } from "./connection-id.ts";
+import { internPod } from "./interned.ts";
 
 /**
  * Which agents have tunnels: this replica's, from the router's record of its tunnels, and every
@@ -44,7 +45,7 @@ export class AgentTracker {
 
   /** The agentk behind `session` says who it is; the agent's summary is republished. */
   report(session: AgentSession, pod: AgentPod): void {
-    this.#recordOf(session).pod = pod;
+    this.#recordOf(session).pod = internPod(pod);
     if (this.#tunnels(session.identity.agentId).has(session)) this.#publish(session.identity.agentId);
   }
 

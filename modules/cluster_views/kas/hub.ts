@@ -25,6 +25,16 @@ export interface HubOptions {
 
 type Filter = Parameters<ViewsHub["subscribe"]>[0];
 
+/**
+ * An event kept for resumes: its seq, and its JSON (what parseEvent read it from). A snapshot's
+ * JSON is not kept: a snapshot starts the history again, so it is always the oldest event kept,
+ * and a resume replays only what came after the oldest (its seq is the boundary).
+ */
+interface HistoryEntry {
+  seq: number;
+  json?: string;
+}
+
 interface Subscriber {
   filter: Filter;
   listener: (event: ViewEvent) => void;
@@ -53,8 +63,12 @@ export const eventId = (agentId: string, seq: number): string => `${agentId}:${s
 export class Hub implements ViewsHub {
   readonly #o: Required<HubOptions>;
   readonly #subs = new Set<Subscriber>();
-  /** Per agent: the newest seq fanned out here, and the recent events (for resumes). */
-  readonly #agents = new Map<string, { seq: number; history: ViewEvent[] }>();
+  /**
+   * Per agent: the newest seq fanned out here, and the recent events (for resumes) as the JSON they
+   * came in, a snapshot's not at all: parsed, its views would be a second copy of the store's; a
+   * resume parses what it replays again.
+   */
+  readonly #agents = new Map<string, { seq: number; history: HistoryEntry[] }>();
   #unsubscribe: (() => void) | undefined;
 
   constructor(options: HubOptions) {
@@ -65,7 +79,7 @@ export class Hub implements ViewsHub {
   start(): void {
     this.#unsubscribe ??= this.#o.broadcast.subscribe(VIEWS_CHANNEL, (message) => {
       const event = parseEvent(message);
-      if (event) this.#deliver(event);
+      if (event) this.#deliver(event, message);
       else this.#o.log.warn({}, "ignored a malformed cluster views event from the broadcast");
     });
   }
@@ -178,12 +192,16 @@ export class Hub implements ViewsHub {
     if (!last || last.agentId !== agentId || !known) return undefined;
     if (last.seq === known.seq) return [];
     const oldest = known.history[0];
-    if (!oldest || seqOf(oldest) > last.seq || last.seq > known.seq) return undefined;
-    return known.history.filter((e) => seqOf(e) > last.seq);
+    if (!oldest || oldest.seq > last.seq || last.seq > known.seq) return undefined;
+    const after = known.history.filter((h) => h.seq > last.seq);
+    // None is a snapshot (see HistoryEntry); were one, a fresh snapshot would do instead.
+    if (after.some((h) => h.json === undefined)) return undefined;
+    // Each was parsed once already (parseEvent is deterministic): it parses the same again.
+    return after.map((h) => parseEvent(h.json!)!);
   }
 
-  /** An event heard from any replica (this one included). */
-  #deliver(event: ViewEvent): void {
+  /** An event heard from any replica (this one included), and its message. */
+  #deliver(event: ViewEvent, json: string): void {
     const agentId = agentOf(event);
     const seq = seqOf(event);
     let known = this.#agents.get(agentId);
@@ -197,8 +215,10 @@ export class Hub implements ViewsHub {
       return;
     }
     if (event.type === "change" || event.type === "snapshot") known.seq = seq;
-    if (event.type === "snapshot") known.history = [];
-    known.history.push(event);
+    // A new array rather than a push onto an empty one: V8 would give that one room for 17.
+    if (event.type === "snapshot") known.history = [{ seq }];
+    else if (known.history.length === 0) known.history = [{ seq, json }];
+    else known.history.push({ seq, json });
     if (known.history.length > this.#o.historyPerAgent) known.history.shift();
     this.#o.metrics.events.inc({ type: event.type });
     for (const sub of this.#subs) {
@@ -219,7 +239,7 @@ export class Hub implements ViewsHub {
     const event: ViewEvent = { type: "snapshot", id: eventId(agentId, state.seq), agent: state };
     if (known) {
       known.seq = state.seq;
-      known.history = [event];
+      known.history = [{ seq: state.seq }];
     }
     for (const sub of this.#subs) {
       if (sub.filter.agentId !== undefined && sub.filter.agentId !== agentId) continue;

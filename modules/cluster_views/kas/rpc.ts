@@ -10,7 +10,7 @@ import {
   type PushViewsRequest,
 } from "../../../proto/gen/cluster_views/v1/cluster_views.ts";
 import type { Logger } from "../../../tool/observability/index.ts";
-import { type AgentRpc, callingAgent } from "../../runtime/index.ts";
+import { type AgentRpc, callingAgent, flat } from "../../runtime/index.ts";
 import { parseClusterViews } from "../limits.ts";
 import type { Hub } from "./hub.ts";
 import type { ClusterViewsMetrics } from "./metrics.ts";
@@ -48,14 +48,16 @@ export function addClusterViewsService(o: PushViewsOptions): void {
       if (agentId === undefined) return;
       // Headers at once: agentk sends its snapshot when it sees them (the stream is up end to end).
       call.sendMetadata(new grpc.Metadata());
-      const owner = randomUUID();
-      const log = o.log.child({ agentId });
+      // Kept as long as the stream (and in the store): flat, not randomUUID's rope.
+      const owner = flat(randomUUID());
+      // A child logger only when there is something to log (most streams never do).
+      const log = () => o.log.child({ agentId });
       o.streams.add(call);
       o.metrics.streams.set(o.streams.size);
       let finished = false;
       let applying: Promise<void> = Promise.resolve();
       const refresher = setInterval(() => {
-        o.hub.refresh(agentId, owner).catch((err: unknown) => log.warn({ err }, "cannot refresh views"));
+        o.hub.refresh(agentId, owner).catch((err: unknown) => log().warn({ err }, "cannot refresh views"));
       }, o.refreshMs);
       const finish = (err: grpc.ServiceError | null) => {
         if (finished) return;
@@ -66,7 +68,7 @@ export function addClusterViewsService(o: PushViewsOptions): void {
         call.removeAllListeners("data");
         void applying
           .then(() => o.hub.disconnected(agentId, owner))
-          .catch((e: unknown) => log.warn({ err: e }, "cannot record the agent's disconnection"));
+          .catch((e: unknown) => log().warn({ err: e }, "cannot record the agent's disconnection"));
         if (err) callback(err);
         else callback(null, {});
       };
@@ -74,7 +76,7 @@ export function addClusterViewsService(o: PushViewsOptions): void {
         const update = toUpdate(m);
         if ("error" in update) {
           o.metrics.updates.inc({ result: "invalid" });
-          log.warn({ err: update.error, epoch: m.epoch }, "refused a views update");
+          log().warn({ err: update.error, epoch: m.epoch }, "refused a views update");
           finish({ code: grpc.status.INVALID_ARGUMENT, details: update.error } as grpc.ServiceError);
           return;
         }
@@ -84,7 +86,7 @@ export function addClusterViewsService(o: PushViewsOptions): void {
           .then(
             () => undefined,
             (err: unknown) => {
-              log.warn({ err }, "cannot store a views update");
+              log().warn({ err }, "cannot store a views update");
               finish({
                 code: grpc.status.UNAVAILABLE,
                 details: `cannot store the views: ${(err as Error).message}`,

@@ -3,9 +3,9 @@
 // whichever replica writes), memory otherwise. The stream that last wrote an agent's views is its
 // `owner`: while it is up the key lives `presenceTtlMs` past each refresh; once it ends, the views
 // stay `retainMs` (shown as disconnected), then expire.
-import type { KasRedis } from "../../runtime/index.ts";
+import { flat, type KasRedis } from "../../runtime/index.ts";
 import { parseClusterViews } from "../limits.ts";
-import { type AgentViews, type ClusterViews, VIEW_NAMES } from "../views.ts";
+import { type AgentViews, type ClusterViews, VIEW_NAMES, type ViewName } from "../views.ts";
 
 export interface ViewsUpdate {
   /** The agent's sequence number (see the README: a hybrid logical clock, across leader terms). */
@@ -38,22 +38,42 @@ export interface ViewsStore {
   list(): Promise<AgentViews[]>;
 }
 
+/**
+ * Each view as its JSON, as the Redis store keeps them: parsed, an agent's views take about twice
+ * the memory (objects, arrays and numbers of their own), for every agent connected; a read parses them.
+ */
+type ViewsJson = Partial<Record<ViewName, string>>;
+
 interface Entry {
   seq: number;
   updatedAt: string;
   owner: string;
   connected: boolean;
-  views: ClusterViews;
+  views: ViewsJson;
   expiresAt: number;
 }
 
-const asViews = (e: Entry, agentId: string): AgentViews => ({
-  agentId,
-  connected: e.connected,
-  seq: e.seq,
-  updatedAt: e.updatedAt,
-  views: e.views,
-});
+const asViews = (e: Entry, agentId: string): AgentViews => {
+  const views: Record<string, unknown> = {};
+  for (const [name, json] of Object.entries(e.views)) views[name] = JSON.parse(json);
+  return {
+    agentId,
+    connected: e.connected,
+    seq: e.seq,
+    updatedAt: e.updatedAt,
+    views: views as ClusterViews,
+  };
+};
+
+/** `base` (a copy) with the views of `update` set, in the order a spread would give them. */
+function withViews(base: ViewsJson, update: ClusterViews): ViewsJson {
+  const views: ViewsJson = { ...base };
+  for (const [name, view] of Object.entries(update)) {
+    if (view === undefined) delete views[name as ViewName];
+    else views[name as ViewName] = flat(JSON.stringify(view)); // kept: not JSON.stringify's rope
+  }
+  return views;
+}
 
 /** Single-replica kas: a map, expired lazily on read and by a sweep. */
 export class MemoryViewsStore implements ViewsStore {
@@ -79,7 +99,7 @@ export class MemoryViewsStore implements ViewsStore {
     const e = this.#live(agentId);
     if (e && update.seq <= e.seq) return "stale";
     const wasConnected = e?.connected === true && e.owner === owner;
-    const views = update.snapshot ? { ...update.views } : { ...e?.views, ...update.views };
+    const views = withViews(update.snapshot || !e ? {} : e.views, update.views);
     this.#entries.set(agentId, {
       seq: update.seq,
       updatedAt: at,

@@ -15,6 +15,7 @@ import {
   type ProjectRepository,
   type RefSelector,
   RepositoryError,
+  WorkAbort,
 } from "../../runtime/index.ts";
 import { describeRef, type ManifestFile, Refusal, readManifests } from "./manifests.ts";
 import { MAX_CHUNK_BYTES, MAX_PROJECT, requestProblem } from "./requests.ts";
@@ -43,7 +44,8 @@ class ManifestStream {
   readonly #deps: GitopsServiceDeps;
   readonly #ref: RefSelector;
   readonly #globs: string[];
-  readonly #abort = new AbortController();
+  /** Aborts the lookups, reads and waits in flight when the stream ends (no controller while idle). */
+  readonly #abort = new WorkAbort();
   #open = true;
   #unsubscribe = () => {};
   /** The commit the agent has. */
@@ -66,7 +68,7 @@ class ManifestStream {
     call.on("cancelled", this.#done);
     call.on("close", this.#done);
     call.on("finish", this.#done);
-    session.once("close", this.#end);
+    session.on("close", this.#end); // #done takes it off (`once` would add a wrapper per stream)
   }
 
   readonly #done = () => {
@@ -113,12 +115,14 @@ class ManifestStream {
     if (problem) return this.refuse(problem);
     let repo: ProjectRepository;
     try {
-      repo = await this.#deps.projects.repositoryFor(this.agent, this.project, this.#abort.signal);
+      repo = await this.#deps.projects.repositoryFor(this.agent, this.project, this.#abort.acquire());
     } catch (err) {
       if (!this.#open) return;
       if (err instanceof ProjectAccessError)
         return this.refuse(new Refusal(ACCESS_STATUS[err.code], err.message));
       throw err;
+    } finally {
+      this.#abort.release();
     }
     if (!this.#open) return;
     this.#unsubscribe = this.#deps.watches.subscribe(
@@ -173,7 +177,7 @@ class ManifestStream {
     if (this.#pumping) return;
     this.#pumping = true;
     const { repositories, config, log } = this.#deps;
-    const ctx = { agentId: this.agent.agentId, signal: this.#abort.signal };
+    const ctx = { agentId: this.agent.agentId, signal: this.#abort.acquire() };
     try {
       while (this.#open && this.#latest !== undefined && this.#latest !== this.#has) {
         const commit = this.#latest;
@@ -195,6 +199,7 @@ class ManifestStream {
         log.error({ err, agentId: this.agent.agentId, project: this.project }, "GitOps stream failed");
       if (this.#open) this.refuse(new Refusal(grpc.status.INTERNAL, "kas failed to send the manifests"));
     } finally {
+      this.#abort.release();
       this.#pumping = false;
     }
   }
@@ -230,19 +235,24 @@ class ManifestStream {
 
   /** Resolves when the message is taken, or once the client reads again after it was not. */
   async #send(message: GetObjectsToSynchronizeResponse): Promise<void> {
-    const signal = this.#abort.signal;
-    if (!this.#open) throw signal.reason;
+    if (!this.#open) throw this.#abort.reason;
     if (this.#call.write(message)) return;
-    await new Promise<void>((resolve) => {
-      const go = () => {
-        this.#call.off("drain", go);
-        signal.removeEventListener("abort", go);
-        resolve();
-      };
-      this.#call.on("drain", go);
-      signal.addEventListener("abort", go, { once: true });
-    });
-    if (!this.#open) throw signal.reason;
+    const signal = this.#abort.acquire();
+    try {
+      await new Promise<void>((resolve) => {
+        const go = () => {
+          this.#call.off("drain", go);
+          signal.removeEventListener("abort", go);
+          resolve();
+        };
+        this.#call.on("drain", go);
+        if (signal.aborted) go();
+        else signal.addEventListener("abort", go, { once: true });
+      });
+    } finally {
+      this.#abort.release();
+    }
+    if (!this.#open) throw this.#abort.reason;
   }
 }
 

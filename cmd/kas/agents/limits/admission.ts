@@ -117,7 +117,8 @@ export class TunnelAdmission {
     if (slot === undefined) return;
     this.#pending.delete(session.identity);
     slot.claim();
-    session.once("close", () => slot.release());
+    // `on`: a session closes once, and release is idempotent (`once` would add a wrapper per tunnel).
+    session.on("close", () => slot.release());
   }
 
   close(): void {

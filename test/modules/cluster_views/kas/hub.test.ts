@@ -128,6 +128,40 @@ describe.each(stores)("hub over the %s store", (_, makeStore) => {
     expect(all.events.map((e) => e.id).sort()).toEqual(["7:3", "8:1"]);
   });
 
+  test("a resume replays the very events a live subscriber got (kept as their JSON)", async () => {
+    const hub = hubOver(makeStore(), new InProcessBroadcast());
+    const live = collect(hub, { agentId: "9" });
+    await hub.update("9", "s1", { seq: 1, snapshot: true, views: { ...nodes(2), ...pods(3) } });
+    await hub.update("9", "s1", { seq: 2, snapshot: false, views: pods(4) });
+    await hub.update("9", "s1", { seq: 3, snapshot: false, views: nodes(5) });
+    await hub.disconnected("9", "s1");
+    await until(() => live.events.length === 5, 2000, "connected, snapshot, two changes, disconnected");
+    const resumed = collect(hub, { agentId: "9", lastEventId: "9:1" });
+    await until(() => resumed.events.length === 3, 2000, "what followed 9:1");
+    expect(resumed.events).toEqual(live.events.slice(2));
+    expect(resumed.events.map((e) => e.type)).toEqual(["change", "change", "disconnected"]);
+  });
+
+  test("a snapshot starts the history again: a resume from before it gets a fresh snapshot, from it what followed", async () => {
+    const hub = hubOver(makeStore(), new InProcessBroadcast());
+    const live = collect(hub, { agentId: "9" });
+    await hub.update("9", "s1", { seq: 1, snapshot: true, views: nodes(1) });
+    await hub.update("9", "s1", { seq: 2, snapshot: false, views: pods(2) });
+    await hub.update("9", "s1", { seq: 3, snapshot: true, views: nodes(3) });
+    await hub.update("9", "s1", { seq: 4, snapshot: false, views: pods(4) });
+    await until(() => live.events.length === 5, 2000, "connected, snapshot, change, snapshot, change");
+    const fromSnapshot = collect(hub, { agentId: "9", lastEventId: "9:3" });
+    await until(() => fromSnapshot.events.length === 1, 2000, "the change after the snapshot");
+    expect(fromSnapshot.events).toEqual([live.events[4]]);
+    const beforeIt = collect(hub, { agentId: "9", lastEventId: "9:2" });
+    await until(() => beforeIt.events.length === 1, 2000, "a fresh snapshot");
+    expect(beforeIt.events[0]).toMatchObject({
+      type: "snapshot",
+      id: "9:4",
+      agent: { views: { ...nodes(3), ...pods(4) } },
+    });
+  });
+
   test("presence follows the stream that last wrote: another stream's end does not disconnect", async () => {
     const hub = hubOver(makeStore(), new InProcessBroadcast());
     const sub = collect(hub, { agentId: "7" });
