@@ -210,7 +210,7 @@ export class RedisRegistry extends EventEmitter<RedisRegistryEvents> {
         }));
       });
     } catch (err) {
-      throw new RegistryUnavailableError((err as Error).message, { cause: err });
+      throw new RegistryUnavailableError(`Redis: ${(err as Error).message}`, { cause: err });
     }
   }
 
@@ -232,7 +232,7 @@ export class RedisRegistry extends EventEmitter<RedisRegistryEvents> {
       const live = ids.flatMap((replicaId, i) => (urls[i] ? [{ replicaId, url: urls[i] }] : []));
       return shuffle(live);
     } catch (err) {
-      throw new RegistryUnavailableError((err as Error).message, { cause: err });
+      throw new RegistryUnavailableError(`Redis: ${(err as Error).message}`, { cause: err });
     }
   }
 

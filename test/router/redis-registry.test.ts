@@ -283,3 +283,18 @@ test("'error' from either connection is passed on", async () => {
   subscriber.emit("error", new Error("s"));
   expect(errors.map((e) => e.message)).toEqual(["c", "s"]);
 });
+
+test("a command that fails while connected (the connection dropping under it) names Redis in the error", async () => {
+  const commands = client();
+  const a = await started(registry({ replicaId: "a", keyPrefix: prefix(), commands }));
+  // What ioredis answers for a command in flight when the connection drops with retries off.
+  const dropped = new Error("Reached the max retries per request limit (which is 0).");
+  commands.hgetall = (() => Promise.reject(dropped)) as unknown as typeof commands.hgetall;
+  commands.smembers = (() => Promise.reject(dropped)) as unknown as typeof commands.smembers;
+  for (const ask of [() => a.lookup("1"), () => a.described()]) {
+    const err = await ask().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RegistryUnavailableError);
+    expect((err as Error).message).toBe(`tunnel registry unavailable: Redis: ${dropped.message}`);
+    expect((err as Error).cause).toBe(dropped);
+  }
+});
