@@ -125,7 +125,9 @@ export class TunnelAcceptor<I = undefined> {
     if (this.#closing) return { status: 503, message: "server shutting down" };
     if (this.#pending.size < this.maxPendingHandshakes) return undefined;
     const message = `too many handshakes in progress (limit ${this.maxPendingHandshakes}); retry later`;
-    return { status: 503, message, headers: { "Retry-After": "1" } };
+    // Paced ones among them: come back when the queue has room for you, not in the next second.
+    const retryAfter = this.#pacer && this.#pacer.waiting > 0 ? this.#pacer.retryAfterSeconds() : 1;
+    return { status: 503, message, headers: { "Retry-After": String(retryAfter) } };
   }
 
   async #complete(request: HandshakeRequest, reply: HandshakeReply): Promise<void> {

@@ -6,6 +6,10 @@ const CHECK_MS = 5;
 const MAX_GAP_MS = 50;
 /** At most this many go through per look, with the loop idle. */
 const BURST = 4;
+/** The rate handshakes go through is averaged over about this long, ms. */
+const RATE_WINDOW_MS = 1000;
+/** Never told to come back later than this, s. */
+const MAX_RETRY_AFTER_S = 30;
 
 /**
  * Paces authenticated handshakes by the event loop's load. A handshake's set-up (the upgrade
@@ -22,6 +26,12 @@ export class HandshakePacer {
   #since: EventLoopUtilization = performance.eventLoopUtilization();
   #lastPass = Number.NEGATIVE_INFINITY;
   #timer: NodeJS.Timeout | undefined;
+  /** Handshakes let through per ms, averaged over RATE_WINDOW_MS (decayed from #rateAt). */
+  #rate = 0;
+  #rateAt = performance.now();
+  /** Handshakes refused and told when to come back, not yet due (decayed from #promisedAt at the rate). */
+  #promised = 0;
+  #promisedAt = performance.now();
 
   constructor(maxUtilization: number) {
     if (!(maxUtilization > 0 && maxUtilization <= 1))
@@ -38,7 +48,7 @@ export class HandshakePacer {
   pass(signal: AbortSignal): Promise<void> {
     if (signal.aborted) return Promise.reject(signal.reason);
     if (this.#waiting.length === 0 && this.#room() > 0) {
-      this.#lastPass = performance.now();
+      this.#passed(1);
       return Promise.resolve();
     }
     return new Promise<void>((resolve, reject) => {
@@ -68,6 +78,33 @@ export class HandshakePacer {
     return performance.now() - this.#lastPass >= MAX_GAP_MS ? 1 : 0;
   }
 
+  /**
+   * For a handshake refused because too many are in progress while some wait here: when to come
+   * back, in whole seconds. Each refusal takes the next place in a queue behind the waiting ones,
+   * drained at the rate handshakes have been going through, so agents refused together come back
+   * spread over the time it takes, not all in the next second (and then again, each time later).
+   */
+  retryAfterSeconds(): number {
+    const now = performance.now();
+    // However busy, one every MAX_GAP_MS goes through: never a slower rate than that.
+    const perMs = Math.max(this.#decayedRate(now), 1 / MAX_GAP_MS);
+    this.#promised = Math.max(0, this.#promised - (now - this.#promisedAt) * perMs) + 1;
+    this.#promisedAt = now;
+    const seconds = Math.ceil((this.#waiting.length + this.#promised) / perMs / 1000);
+    return Math.min(MAX_RETRY_AFTER_S, Math.max(1, seconds));
+  }
+
+  #passed(n: number): void {
+    const now = performance.now();
+    this.#lastPass = now;
+    this.#rate = this.#decayedRate(now) + n / RATE_WINDOW_MS;
+    this.#rateAt = now;
+  }
+
+  #decayedRate(now: number): number {
+    return this.#rate * Math.exp(-(now - this.#rateAt) / RATE_WINDOW_MS);
+  }
+
   #arm(): void {
     if (this.#timer !== undefined || this.#waiting.length === 0) return;
     this.#timer = setTimeout(this.#look, CHECK_MS);
@@ -77,7 +114,7 @@ export class HandshakePacer {
   readonly #look = (): void => {
     this.#timer = undefined;
     const room = Math.min(this.#room(), this.#waiting.length);
-    if (room > 0) this.#lastPass = performance.now();
+    if (room > 0) this.#passed(room);
     for (let i = 0; i < room; i++) this.#waiting.shift()!();
     this.#arm();
   };

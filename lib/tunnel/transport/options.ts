@@ -66,7 +66,9 @@ export interface AcceptorOptions<I> {
    * Paces authenticated handshakes by the event loop's load, so that arrivals in bulk (a replica's
    * worth of agents reconnecting at once) do not stall the tunnels already open: a handshake
    * completes while the loop was busy less than this share of the last few milliseconds, and
-   * waits otherwise (within its deadline), one at least every 50 ms. In (0, 1]; default 1, no pacing.
+   * waits otherwise (within its deadline), one at least every 50 ms. Handshakes refused meanwhile
+   * for `maxPendingHandshakes` are told (`Retry-After`) when the queue ahead of them will have gone
+   * through, up to 30 s, instead of 1 s. In (0, 1]; default 1, no pacing.
    */
   maxLoopUtilization?: number;
 }

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, describe, expect, test } from "vitest";
 import { HandshakePacer } from "../../../lib/tunnel/transport/handshake-pacer.ts";
+import { dial, type HandshakeError } from "../../../lib/tunnel/transport/index.ts";
 import { within } from "../../support/until.ts";
 import { dialed, startServer } from "./helpers.ts";
 
@@ -85,6 +86,24 @@ describe("HandshakePacer", () => {
   });
 });
 
+describe("HandshakePacer.retryAfterSeconds", () => {
+  test("refusals while handshakes wait are told to come back later and later, spread over the drain, capped at 30 s", async () => {
+    const pacer = new HandshakePacer(0.5);
+    busy = busyLoop(19, 20); // nothing goes through but the one per 50 ms
+    await sleep(30);
+    const aborts = new AbortController();
+    const waiting = Array.from({ length: 80 }, () => pacer.pass(aborts.signal).catch(() => {}));
+    // At no faster than one per 50 ms (20/s), 40 waiting take 2 s: the first refused comes back after them.
+    const told = Array.from({ length: 600 }, () => pacer.retryAfterSeconds());
+    expect(told[0]).toBeGreaterThanOrEqual(2);
+    for (let i = 1; i < told.length; i++) expect(told[i]!).toBeGreaterThanOrEqual(told[i - 1]!);
+    expect(new Set(told).size).toBeGreaterThan(10); // spread, not one second for all
+    expect(told.at(-1)).toBe(30);
+    aborts.abort(new Error("test over"));
+    await Promise.all(waiting);
+  });
+});
+
 describe("the acceptor with maxLoopUtilization", () => {
   test("handshakes arriving while the loop is busy complete, paced, within their deadline", async () => {
     const accepted: number[] = [];
@@ -101,5 +120,34 @@ describe("the acceptor with maxLoopUtilization", () => {
     accepted.sort((a, b) => a - b);
     // Two of the three waited their turn: the loop was too busy to take them together.
     expect(accepted[2]! - accepted[0]!).toBeGreaterThanOrEqual(90);
+  });
+
+  test("beyond maxPendingHandshakes while handshakes wait for room, the 503s say when to come back, spread", async () => {
+    const server = await startServer({ tls: false }, { maxLoopUtilization: 0.5, maxPendingHandshakes: 10 });
+    busy = busyLoop(19, 20);
+    await sleep(30);
+    const outcomes = await within(
+      Promise.all(
+        Array.from({ length: 80 }, () =>
+          dial(server.url, server.dialOptions).then(
+            (connection) => {
+              connection.destroy();
+              return "up";
+            },
+            (e: HandshakeError) => e,
+          ),
+        ),
+      ),
+      20_000,
+      "every dial answered",
+    );
+    busy.stop();
+    const refused = outcomes.filter((o): o is HandshakeError => o !== "up");
+    expect(refused.length).toBeGreaterThan(40);
+    for (const r of refused) expect(r.status).toBe(503);
+    // Refused together, told later and later: one per 50 ms go through while the loop is this busy,
+    // so the twentieth or so in the queue behind the waiting ones is told 2 s, not 1.
+    const told = refused.map((r) => Number(r.headers["retry-after"]));
+    expect(Math.max(...told)).toBeGreaterThanOrEqual(2);
   });
 });
