@@ -310,10 +310,7 @@ describe("both daemons as the manifests run them: read-only root filesystem, not
   }, 120_000);
 
   afterAll(async () => {
-    for (const pod of pods) {
-      pod.process.kill("SIGKILL");
-      if (pod.process.exitCode === null && pod.process.signalCode === null) await once(pod.process, "exit");
-    }
+    for (const pod of pods) await pod.kill();
     await network?.close();
     for (const ctr of mounted) await buildah(["rm", ctr]).catch(() => undefined);
     await kube?.close();

@@ -6,7 +6,8 @@
 // the image's entrypoint with the container's args, under the pod's securityContext through
 // run-container.sh (read-only root filesystem, runAsUser/runAsGroup, fsGroup, no capabilities).
 import { type ChildProcess, spawn } from "node:child_process";
-import { chmod, chown, mkdir, mkdtemp, writeFile } from "node:fs/promises";
+import { once } from "node:events";
+import { chmod, chown, mkdir, mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { KubeObject } from "../support/kube-apiserver.ts";
 import type { Pod } from "./pod-network.ts";
@@ -44,6 +45,12 @@ export interface PodRun {
 export interface RunningPod {
   process: ChildProcess;
   output: () => string;
+  /**
+   * Ends the container: its entrypoint (PID 1 of its PID namespace, so everything in it goes), then
+   * the runner. Killing the runner alone left the entrypoint running: unshare's kill-on-parent-death
+   * is reset when the entrypoint drops to the pod's user.
+   */
+  kill(): Promise<void>;
   /** The host directory behind each volume, by name. */
   volumes: Record<string, string>;
 }
@@ -155,7 +162,22 @@ export async function runPod(o: PodRun): Promise<RunningPod> {
   };
   child.stdout.on("data", collect);
   child.stderr.on("data", collect);
-  return { process: child, output: () => output, volumes };
+  const kill = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const pid = child.pid!;
+    const entrypoints = await readFile(`/proc/${pid}/task/${pid}/children`, "utf8").catch(() => "");
+    for (const entrypoint of entrypoints.trim().split(/\s+/).filter(Boolean)) {
+      try {
+        process.kill(Number(entrypoint), "SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
+    const exited = once(child, "exit");
+    child.kill("SIGKILL");
+    await exited;
+  };
+  return { process: child, output: () => output, volumes, kill };
 }
 
 /** A ConfigMap's or Secret's keys (or its `items`) as files, root-owned, group fsGroup, defaultMode. */
