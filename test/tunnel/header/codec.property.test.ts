@@ -13,21 +13,17 @@ import {
   StreamHeader,
   type StreamHeaderInit,
 } from "../../../lib/tunnel/header/index.ts";
+import { metadataKeys } from "./support.ts";
 
 const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;
 
-// "__proto__" is left out: ts-proto decodes map entries into a plain object, where that key is inert.
 const text = fc.string({ unit: "grapheme", maxLength: 40 });
 const headerArb: fc.Arbitrary<StreamHeaderInit> = fc.record({
   kind: fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }),
   agentId: fc.bigInt({ min: INT64_MIN, max: INT64_MAX }).map(String),
   service: text,
-  metadata: fc.dictionary(
-    text.filter((k) => k !== "__proto__"),
-    text,
-    { maxKeys: 8 },
-  ),
+  metadata: fc.dictionary(metadataKeys(text), text, { maxKeys: 8 }),
 });
 
 /** Splits `data` at the given (sorted, deduplicated) cut points. */

@@ -20,7 +20,7 @@ import {
   StreamRejectedError,
 } from "../../../lib/tunnel/header/index.ts";
 import type { Session, YamuxStream } from "../../../lib/tunnel/yamux/index.ts";
-import { closed, readAll, sessionPair } from "./support.ts";
+import { closed, metadataKeys, readAll, sessionPair } from "./support.ts";
 
 interface Peer {
   name: string;
@@ -145,7 +145,9 @@ describe("stream dispatch over yamux", () => {
     await fc.assert(
       fc.asyncProperty(
         fc.string({ maxLength: 30 }),
-        fc.dictionary(fc.string({ maxLength: 10 }), fc.string({ maxLength: 10 }), { maxKeys: 4 }),
+        fc.dictionary(metadataKeys(fc.string({ maxLength: 10 })), fc.string({ maxLength: 10 }), {
+          maxKeys: 4,
+        }),
         fc.uint8Array({ maxLength: 2000 }),
         fc.array(fc.integer({ min: 1, max: 64 }), { minLength: 1, maxLength: 20 }),
         async (service, metadata, payload, sizes) => {

@@ -1,4 +1,5 @@
 import type { Readable } from "node:stream";
+import type fc from "fast-check";
 
 export { sessionPair } from "../../support/loopback.ts";
 export { readAll } from "../../support/read-all.ts";
@@ -17,4 +18,12 @@ export function closed(stream: Readable, ms: number): Promise<void> {
       resolve();
     });
   });
+}
+
+/**
+ * Metadata keys as a header may carry them, less "__proto__": ts-proto decodes map entries into a
+ * plain object, where that key is inert (it never becomes an entry).
+ */
+export function metadataKeys(keys: fc.Arbitrary<string>): fc.Arbitrary<string> {
+  return keys.filter((k) => k !== "__proto__");
 }
