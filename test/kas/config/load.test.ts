@@ -312,6 +312,21 @@ private_api:
     ["agent.listen.max_connection_age", "0s", "agent.listen.max_connection_age: must be at least 1m ("],
     ["agent.listen.max_connection_age", "59s", "agent.listen.max_connection_age: must be at least 1m ("],
     [
+      "agent.listen.handshake_loop_utilization",
+      0,
+      "agent.listen.handshake_loop_utilization: expected a number above 0 and at most 1, got 0",
+    ],
+    [
+      "agent.listen.handshake_loop_utilization",
+      "1.5",
+      'agent.listen.handshake_loop_utilization: expected a number above 0 and at most 1, got "1.5"',
+    ],
+    [
+      "agent.listen.handshake_loop_utilization",
+      "half",
+      'agent.listen.handshake_loop_utilization: expected a number above 0 and at most 1, got "half"',
+    ],
+    [
       "agent.info_cache_max_entries",
       "0",
       'agent.info_cache_max_entries: expected a positive integer, got "0"',
