@@ -1,5 +1,6 @@
 import { setMaxListeners } from "node:events";
 import { setTimeout as sleep } from "node:timers/promises";
+import fc from "fast-check";
 import { afterEach, describe, expect, onTestFinished, test, vi } from "vitest";
 import {
   addressKey,
@@ -230,5 +231,35 @@ describe("the acceptor with maxLoopUtilization", () => {
     expect(Math.max(...retryAfter)).toBeGreaterThanOrEqual(2);
     expect(told).toHaveBeenCalled();
     for (const [address] of told.mock.calls) expect(address).toMatch(/^(::ffff:)?127\.0\.0\.1$/);
+  });
+});
+
+describe("addressKey, property", () => {
+  // Zero groups often, so that the compressed spellings have their "::" in every position.
+  const group = fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 0xffff }));
+  test("keys every spelling of an IPv6 address by its first four groups", () => {
+    fc.assert(
+      fc.property(
+        fc.array(group, { minLength: 8, maxLength: 8 }),
+        fc.boolean(),
+        fc.boolean(),
+        (groups, upper, zone) => {
+          // IPv4-mapped addresses are keyed as IPv4 when written dotted (as sockets report them).
+          fc.pre(!(groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff));
+          const full = groups.map((g) => g.toString(16).padStart(4, "0")).join(":");
+          // WHATWG URL serialises IPv6 compressed (the longest run of zero groups as "::").
+          const compressed = new URL(`http://[${full}]/`).hostname.slice(1, -1);
+          const want = `${groups
+            .slice(0, 4)
+            .map((g) => g.toString(16))
+            .join(":")}::/64`;
+          for (const spelling of [full, compressed]) {
+            let text = upper ? spelling.toUpperCase() : spelling;
+            if (zone) text += "%eth0";
+            expect(addressKey(text)).toBe(want);
+          }
+        },
+      ),
+    );
   });
 });
