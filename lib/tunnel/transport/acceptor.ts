@@ -116,17 +116,19 @@ export class TunnelAcceptor<I = undefined> {
   }
 
   #handshake(request: HandshakeRequest, reply: HandshakeReply, refusal: Refusal | undefined): void {
-    const immediate = refusal ?? this.#admissionRefusal();
+    const immediate = refusal ?? this.#admissionRefusal(request);
     if (immediate) this.#refuse(request, reply, immediate);
     else void this.#complete(request, reply);
   }
 
-  #admissionRefusal(): Refusal | undefined {
+  #admissionRefusal(request: HandshakeRequest): Refusal | undefined {
     if (this.#closing) return { status: 503, message: "server shutting down" };
     if (this.#pending.size < this.maxPendingHandshakes) return undefined;
     const message = `too many handshakes in progress (limit ${this.maxPendingHandshakes}); retry later`;
     // Paced ones among them: come back when the queue has room for you, not in the next second.
-    const retryAfter = this.#pacer && this.#pacer.waiting > 0 ? this.#pacer.retryAfterSeconds() : 1;
+    // Refused before authentication: the queue is shared by client address (see retryAfterSeconds).
+    const retryAfter =
+      this.#pacer && this.#pacer.waiting > 0 ? this.#pacer.retryAfterSeconds(request.remoteAddress) : 1;
     return { status: 503, message, headers: { "Retry-After": String(retryAfter) } };
   }
 

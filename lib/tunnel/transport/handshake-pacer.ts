@@ -10,6 +10,21 @@ const BURST = 4;
 const RATE_WINDOW_MS = 1000;
 /** Never told to come back later than this, s. */
 const MAX_RETRY_AFTER_S = 30;
+/** Client addresses (IPv6: /64 prefixes) whose places are kept apart; beyond, new ones share one. */
+export const MAX_PLACE_ADDRESSES = 10_000;
+/** The key the addresses beyond MAX_PLACE_ADDRESSES, and refusals without an address, share. */
+const SHARED = "";
+/** How often, at most, places that have come due are looked for among all the addresses, ms. */
+const SWEEP_MS = 1000;
+
+/** An address's places in the queue of refused handshakes. */
+interface Places {
+  /** Places held when last refused (its last one included); they come due evenly until `due`. */
+  held: number;
+  at: number;
+  /** When its last place comes due (performance.now() ms), at most MAX_RETRY_AFTER_S after `at`. */
+  due: number;
+}
 
 /**
  * Paces authenticated handshakes by the event loop's load. A handshake's set-up (the upgrade
@@ -32,6 +47,11 @@ export class HandshakePacer {
   /** Handshakes refused and told when to come back, not yet due (decayed from #promisedAt at the rate). */
   #promised = 0;
   #promisedAt = performance.now();
+  /** Per client address, its places not yet due; empty until a handshake is refused while some wait. */
+  readonly #places = new Map<string, Places>();
+  /** When the last place of all comes due: from then on the map can be emptied at once. */
+  #lastDue = Number.NEGATIVE_INFINITY;
+  #sweptAt = Number.NEGATIVE_INFINITY;
 
   constructor(maxUtilization: number) {
     if (!(maxUtilization > 0 && maxUtilization <= 1))
@@ -44,9 +64,15 @@ export class HandshakePacer {
     return this.#waiting.length;
   }
 
+  /** Client addresses (IPv6: /64 prefixes) holding places not yet due (some may have come due within the last second). */
+  get addresses(): number {
+    return this.#places.size;
+  }
+
   /** Resolves when this handshake may go on; rejects with the signal's reason if it aborts first. */
   pass(signal: AbortSignal): Promise<void> {
     if (signal.aborted) return Promise.reject(signal.reason);
+    if (this.#places.size !== 0 && performance.now() >= this.#lastDue) this.#places.clear();
     if (this.#waiting.length === 0 && this.#room() > 0) {
       this.#passed(1);
       return Promise.resolve();
@@ -80,18 +106,68 @@ export class HandshakePacer {
 
   /**
    * For a handshake refused because too many are in progress while some wait here: when to come
-   * back, in whole seconds. Each refusal takes the next place in a queue behind the waiting ones,
-   * drained at the rate handshakes have been going through, so agents refused together come back
-   * spread over the time it takes, not all in the next second (and then again, each time later).
+   * back, in whole seconds, up to 30. Each refusal takes the next place in a queue behind the
+   * waiting ones, drained at the rate handshakes have been going through, so agents refused
+   * together come back spread over the time it takes, not all in the next second (and then again,
+   * each time later).
+   *
+   * The queue is shared fairly among client addresses (`remoteAddress`, the peer of the TCP
+   * connection as this process sees it; IPv6 by /64 prefix, which one subscriber commonly holds
+   * whole): its places are served a round at a time, one of each address holding any. A refusal
+   * from an address that holds `n` places not yet due is told the time of its place in round
+   * `n + 1`, behind at most `n + 1` places of each other address. Refusals are counted before
+   * authentication, so an unauthenticated flood from one address pushes back only its own places:
+   * each other address is told at most one more place, not up to the cap. Agents sharing an
+   * address (behind a NAT or a proxy) still each take their own place, spread as before. Behind a
+   * TCP load balancer or a proxy that hides client addresses every agent comes from the balancer's
+   * address: the places fall back to one queue for all, the herd still spread, and a flood through
+   * the balancer pushes everyone back, as it did before places were kept by address; to keep addresses apart, the balancer must pass them on to
+   * the connection (direct server return, Kubernetes `externalTrafficPolicy: Local`). Not
+   * `X-Forwarded-For`: the client writes it, and a flood could name a new address each time; nor
+   * the token, unverified here, which a flood can make up as freely.
+   *
+   * Bounded: an address's places are forgotten once they are all due (looked for at most once a
+   * second among all, and the whole map emptied by the first handshake after the last one is due);
+   * beyond 10,000 addresses holding places, new ones share one set of places, as behind a balancer.
+   * Nothing is kept, and nothing runs, until a handshake is refused while some wait.
    */
-  retryAfterSeconds(): number {
+  retryAfterSeconds(remoteAddress?: string): number {
     const now = performance.now();
     // However busy, one every MAX_GAP_MS goes through: never a slower rate than that.
     const perMs = Math.max(this.#decayedRate(now), 1 / MAX_GAP_MS);
     this.#promised = Math.max(0, this.#promised - (now - this.#promisedAt) * perMs) + 1;
     this.#promisedAt = now;
-    const seconds = Math.ceil((this.#waiting.length + this.#promised) / perMs / 1000);
-    return Math.min(MAX_RETRY_AFTER_S, Math.max(1, seconds));
+    if (now - this.#sweptAt >= SWEEP_MS) this.#sweep(now);
+    let key = addressKey(remoteAddress);
+    let mine = this.#placesOf(key, now);
+    if (mine === undefined && this.#places.size >= MAX_PLACE_ADDRESSES) {
+      key = SHARED;
+      mine = this.#placesOf(key, now);
+    }
+    const held = mine === undefined ? 0 : (mine.held * (mine.due - now)) / (mine.due - mine.at);
+    const addresses = this.#places.size + (mine === undefined ? 1 : 0);
+    // Round held + 1 of a fair queue: at most held + 1 places of each address ahead, and no more
+    // than all the places promised (exact when one address holds them all, as behind a balancer).
+    const ahead = Math.min(this.#promised, (held + 1) * addresses);
+    const ms = (this.#waiting.length + ahead) / perMs;
+    const due = now + Math.min(ms, MAX_RETRY_AFTER_S * 1000);
+    this.#places.set(key, { held: held + 1, at: now, due });
+    if (due > this.#lastDue) this.#lastDue = due;
+    return Math.min(MAX_RETRY_AFTER_S, Math.max(1, Math.ceil(ms / 1000)));
+  }
+
+  /** The places `key` holds not yet due; forgotten if all are. */
+  #placesOf(key: string, now: number): Places | undefined {
+    const places = this.#places.get(key);
+    if (places === undefined || places.due > now) return places;
+    this.#places.delete(key);
+    return undefined;
+  }
+
+  /** Forgets the addresses whose places have all come due. */
+  #sweep(now: number): void {
+    this.#sweptAt = now;
+    for (const [key, places] of this.#places) if (places.due <= now) this.#places.delete(key);
   }
 
   #passed(n: number): void {
@@ -118,4 +194,32 @@ export class HandshakePacer {
     for (let i = 0; i < room; i++) this.#waiting.shift()!();
     this.#arm();
   };
+}
+
+/**
+ * The key an address's places are kept under: an IPv4 address (IPv4-mapped IPv6 ones as IPv4) as
+ * it is, an IPv6 address by its /64 prefix (a zone index dropped), none: the shared key.
+ */
+export function addressKey(address: string | undefined): string {
+  if (address === undefined || address === "") return SHARED;
+  const zone = address.indexOf("%");
+  const plain = (zone === -1 ? address : address.slice(0, zone)).toLowerCase();
+  if (!plain.includes(":")) return plain;
+  if (plain.startsWith("::ffff:") && plain.includes(".")) return plain.slice("::ffff:".length);
+  const gap = plain.indexOf("::");
+  const head = (gap === -1 ? plain : plain.slice(0, gap)).split(":").filter((g) => g !== "");
+  // Fewer than four groups before the gap: the zeros it stands for (and maybe some of the tail) follow.
+  const groups = head.slice(0, 4);
+  if (groups.length < 4 && gap !== -1) {
+    const tail = plain
+      .slice(gap + 2)
+      .split(":")
+      .filter((g) => g !== "");
+    // An embedded IPv4 address at the end is two groups.
+    const tailGroups = tail.length + (tail.at(-1)?.includes(".") ? 1 : 0);
+    const zeros = 8 - head.length - tailGroups;
+    while (groups.length < 4 && groups.length < head.length + zeros) groups.push("0");
+    for (const g of tail) if (groups.length < 4) groups.push(g);
+  }
+  return `${groups.map((g) => (g.includes(".") ? g : Number.parseInt(g, 16).toString(16))).join(":")}::/64`;
 }

@@ -1,6 +1,12 @@
+import { setMaxListeners } from "node:events";
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterEach, describe, expect, test } from "vitest";
-import { HandshakePacer } from "../../../lib/tunnel/transport/handshake-pacer.ts";
+import fc from "fast-check";
+import { afterEach, describe, expect, onTestFinished, test, vi } from "vitest";
+import {
+  addressKey,
+  HandshakePacer,
+  MAX_PLACE_ADDRESSES,
+} from "../../../lib/tunnel/transport/handshake-pacer.ts";
 import { dial, type HandshakeError } from "../../../lib/tunnel/transport/index.ts";
 import { within } from "../../support/until.ts";
 import { dialed, startServer } from "./helpers.ts";
@@ -104,6 +110,77 @@ describe("HandshakePacer.retryAfterSeconds", () => {
   });
 });
 
+describe("HandshakePacer.retryAfterSeconds by client address", () => {
+  /** A pacer with `n` handshakes waiting, none let through while the test runs synchronously. */
+  function waitingPacer(n: number): { pacer: HandshakePacer; done(): Promise<unknown> } {
+    const pacer = new HandshakePacer(0.5);
+    const aborts = new AbortController();
+    setMaxListeners(n, aborts.signal);
+    const waiting = Array.from({ length: n }, () => pacer.pass(aborts.signal).catch(() => {}));
+    return {
+      pacer,
+      done: () => {
+        aborts.abort(new Error("test over"));
+        return Promise.all(waiting);
+      },
+    };
+  }
+
+  test("a flood of refusals from one address pushes back its own places only: another address is told the next place", async () => {
+    const { pacer, done } = waitingPacer(40);
+    const flood = Array.from({ length: 600 }, () => pacer.retryAfterSeconds("203.0.113.7"));
+    // The flood's own places still spread, up to the cap (as agents behind one balancer's address would be).
+    expect(new Set(flood).size).toBeGreaterThan(10);
+    expect(flood.at(-1)).toBe(30);
+    // Another address is told one place past the flood's first, not the flood's last.
+    const other = pacer.retryAfterSeconds("198.51.100.1");
+    expect(other).toBeLessThanOrEqual(flood[0]! + 1);
+    expect(pacer.addresses).toBe(2);
+    await done();
+  });
+
+  test("refusals from different addresses each take their own place: told later and later, up to the cap", async () => {
+    const { pacer, done } = waitingPacer(40);
+    const told = Array.from({ length: 600 }, (_, i) => pacer.retryAfterSeconds(`10.0.${i >> 8}.${i & 255}`));
+    for (let i = 1; i < told.length; i++) expect(told[i]!).toBeGreaterThanOrEqual(told[i - 1]!);
+    expect(new Set(told).size).toBeGreaterThan(10);
+    expect(told.at(-1)).toBe(30);
+    expect(pacer.addresses).toBe(600);
+    await done();
+  });
+
+  test(`beyond ${MAX_PLACE_ADDRESSES} addresses holding places, new ones share one`, async () => {
+    const { pacer, done } = waitingPacer(100); // every place at least 5 s away: none comes due meanwhile
+    for (let i = 0; i < MAX_PLACE_ADDRESSES + 50; i++)
+      pacer.retryAfterSeconds(`10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`);
+    expect(pacer.addresses).toBe(MAX_PLACE_ADDRESSES + 1);
+    await done();
+  });
+
+  test("an address's places are forgotten once due: the first handshake after the last one empties them all", async () => {
+    const pacer = new HandshakePacer(0.5);
+    // No one waiting, nothing let through yet: each place is one 50 ms turn behind the one before.
+    for (const address of ["192.0.2.1", "192.0.2.2", "192.0.2.3"]) pacer.retryAfterSeconds(address);
+    expect(pacer.addresses).toBe(3);
+    await sleep(200); // past the last place, 150 ms away
+    await pacer.pass(never);
+    expect(pacer.addresses).toBe(0);
+  });
+
+  test("addresses are keyed as IPv4, IPv4-mapped as IPv4, IPv6 by /64 prefix; none share one key", () => {
+    expect(addressKey("192.0.2.1")).toBe("192.0.2.1");
+    expect(addressKey("::ffff:192.0.2.1")).toBe("192.0.2.1");
+    expect(addressKey("2001:db8:1:2::1")).toBe("2001:db8:1:2::/64");
+    expect(addressKey("2001:DB8:1:2:ffff::9%eth0")).toBe("2001:db8:1:2::/64");
+    expect(addressKey("2001:0db8:0001:0002:0:0:0:1")).toBe("2001:db8:1:2::/64");
+    expect(addressKey("2001:db8:1:3::1")).not.toBe(addressKey("2001:db8:1:2::1"));
+    expect(addressKey("2001:db8::1")).toBe("2001:db8:0:0::/64");
+    expect(addressKey("::1")).toBe("0:0:0:0::/64");
+    expect(addressKey("1::2:3:4:5:6:7")).toBe("1:0:2:3::/64");
+    expect(addressKey(undefined)).toBe(addressKey(""));
+  });
+});
+
 describe("the acceptor with maxLoopUtilization", () => {
   test("handshakes arriving while the loop is busy complete, paced, within their deadline", async () => {
     const accepted: number[] = [];
@@ -122,7 +199,9 @@ describe("the acceptor with maxLoopUtilization", () => {
     expect(accepted[2]! - accepted[0]!).toBeGreaterThanOrEqual(90);
   });
 
-  test("beyond maxPendingHandshakes while handshakes wait for room, the 503s say when to come back, spread", async () => {
+  test("beyond maxPendingHandshakes while handshakes wait for room, the 503s say when to come back, spread, by the client's address", async () => {
+    const told = vi.spyOn(HandshakePacer.prototype, "retryAfterSeconds");
+    onTestFinished(() => told.mockRestore());
     const server = await startServer({ tls: false }, { maxLoopUtilization: 0.5, maxPendingHandshakes: 10 });
     busy = busyLoop(19, 20);
     await sleep(30);
@@ -147,7 +226,40 @@ describe("the acceptor with maxLoopUtilization", () => {
     for (const r of refused) expect(r.status).toBe(503);
     // Refused together, told later and later: one per 50 ms go through while the loop is this busy,
     // so the twentieth or so in the queue behind the waiting ones is told 2 s, not 1.
-    const told = refused.map((r) => Number(r.headers["retry-after"]));
-    expect(Math.max(...told)).toBeGreaterThanOrEqual(2);
+    // All from one address, as agents behind a balancer would be: spread all the same.
+    const retryAfter = refused.map((r) => Number(r.headers["retry-after"]));
+    expect(Math.max(...retryAfter)).toBeGreaterThanOrEqual(2);
+    expect(told).toHaveBeenCalled();
+    for (const [address] of told.mock.calls) expect(address).toMatch(/^(::ffff:)?127\.0\.0\.1$/);
+  });
+});
+
+describe("addressKey, property", () => {
+  // Zero groups often, so that the compressed spellings have their "::" in every position.
+  const group = fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 0xffff }));
+  test("keys every spelling of an IPv6 address by its first four groups", () => {
+    fc.assert(
+      fc.property(
+        fc.array(group, { minLength: 8, maxLength: 8 }),
+        fc.boolean(),
+        fc.boolean(),
+        (groups, upper, zone) => {
+          // IPv4-mapped addresses are keyed as IPv4 when written dotted (as sockets report them).
+          fc.pre(!(groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff));
+          const full = groups.map((g) => g.toString(16).padStart(4, "0")).join(":");
+          // WHATWG URL serialises IPv6 compressed (the longest run of zero groups as "::").
+          const compressed = new URL(`http://[${full}]/`).hostname.slice(1, -1);
+          const want = `${groups
+            .slice(0, 4)
+            .map((g) => g.toString(16))
+            .join(":")}::/64`;
+          for (const spelling of [full, compressed]) {
+            let text = upper ? spelling.toUpperCase() : spelling;
+            if (zone) text += "%eth0";
+            expect(addressKey(text)).toBe(want);
+          }
+        },
+      ),
+    );
   });
 });

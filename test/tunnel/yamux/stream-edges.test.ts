@@ -599,6 +599,20 @@ describe("write callbacks", () => {
     return { session, s, release };
   }
 
+  /** The write callback has not come a turn later, and comes once the connection confirms its writes. */
+  async function calledOnlyOnceConfirmed(called: () => boolean, release: () => void): Promise<void> {
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(called()).toBe(false);
+    await until(
+      () => {
+        release();
+        return called();
+      },
+      5000,
+      "the callback",
+    );
+  }
+
   // Payloads of 16 KiB and more go to the connection by reference: the caller may reuse its buffer
   // only once the connection has taken them.
   test("a large write completes once the connection has taken its last frame, not before", async () => {
@@ -607,16 +621,7 @@ describe("write callbacks", () => {
     s.write(Buffer.alloc(20 * 1024), () => {
       done = true;
     });
-    await new Promise((resolve) => setImmediate(resolve));
-    expect(done).toBe(false);
-    await until(
-      () => {
-        release();
-        return done;
-      },
-      5000,
-      "the callback",
-    );
+    await calledOnlyOnceConfirmed(() => done, release);
     session.destroy();
   });
 
@@ -631,16 +636,7 @@ describe("write callbacks", () => {
       done = true;
     });
     s.uncork();
-    await new Promise((resolve) => setImmediate(resolve));
-    expect(done).toBe(false);
-    await until(
-      () => {
-        release();
-        return done;
-      },
-      5000,
-      "the callback",
-    );
+    await calledOnlyOnceConfirmed(() => done, release);
     expect(s.bytesSent).toBe(40 * 1024);
     session.destroy();
   });

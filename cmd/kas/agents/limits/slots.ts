@@ -29,6 +29,14 @@ export interface SlotVerdict {
   count: number;
 }
 
+/** One token key's entries in this process. */
+interface TokenEntries {
+  /** Entry -> expiry (Infinity once claimed: its tunnel's close ends it). */
+  readonly entries: Map<string, number>;
+  /** When they are next refreshed (and dropped if none is left). */
+  due: number;
+}
+
 export interface TunnelSlotsOptions {
   limit: number;
   /** Counts across replicas; without it, in this process. */
@@ -59,10 +67,8 @@ export class TunnelSlots {
   readonly #pendingTtl: number;
   readonly #onFallback: ((err: Error) => void) | undefined;
   readonly #replica = randomUUID();
-  /** Token key -> this process's entries -> expiry (Infinity once claimed: its tunnel's close ends it). */
-  readonly #local = new Map<string, Map<string, number>>();
-  /** Token key -> when its entries are next refreshed (and an empty one dropped): every key of #local. */
-  readonly #due = new Map<string, number>();
+  /** Token key -> this process's entries for it and when they are next refreshed. */
+  readonly #tokens = new Map<string, TokenEntries>();
   #serial = 0;
   #timer: NodeJS.Timeout | undefined;
 
@@ -135,7 +141,7 @@ export class TunnelSlots {
       claim: () => {
         if (released) return;
         // Set again even if its pending entry expired meanwhile: a tunnel that is up is counted.
-        const entries = this.#local.get(key) ?? new Map<string, number>();
+        const entries = this.#tokens.get(key)?.entries ?? new Map<string, number>();
         entries.set(member, Number.POSITIVE_INFINITY);
         this.#keep(key, entries);
         this.#write(key, [member]);
@@ -143,9 +149,9 @@ export class TunnelSlots {
       release: () => {
         if (released) return;
         released = true;
-        const entries = this.#local.get(key);
+        const entries = this.#tokens.get(key)?.entries;
         entries?.delete(member);
-        if (entries?.size === 0) this.#drop(key);
+        if (entries?.size === 0) this.#tokens.delete(key);
         this.#command((c) => c.zrem(this.#setKey(key), member));
       },
     };
@@ -153,33 +159,26 @@ export class TunnelSlots {
 
   /** This process's live entries for `key`, the expired pending ones dropped. */
   #entries(key: string, now: number): Map<string, number> {
-    const entries = this.#local.get(key) ?? new Map<string, number>();
-    for (const [member, expiry] of entries) if (expiry <= now) entries.delete(member);
-    return entries;
+    return live(this.#tokens.get(key)?.entries ?? new Map<string, number>(), now);
   }
 
-  /** Records `key`'s entries; a new key's first refresh falls anywhere in the period. */
+  /** Records `key`'s entries (those #entries gave); a new key's first refresh falls anywhere in the period. */
   #keep(key: string, entries: Map<string, number>): void {
-    this.#local.set(key, entries);
-    if (!this.#due.has(key)) this.#due.set(key, Date.now() + Math.random() * this.#refreshMs);
-  }
-
-  #drop(key: string): void {
-    this.#local.delete(key);
-    this.#due.delete(key);
+    if (!this.#tokens.has(key))
+      this.#tokens.set(key, { entries, due: Date.now() + Math.random() * this.#refreshMs });
   }
 
   /** Rewrites the held entries of the keys that are due; drops keys left with none. */
   #refresh(): void {
     const now = Date.now();
-    for (const [key, due] of this.#due) {
-      if (due > now) continue;
-      const entries = this.#entries(key, now);
+    for (const [key, token] of this.#tokens) {
+      if (token.due > now) continue;
+      const entries = live(token.entries, now);
       if (entries.size === 0) {
-        this.#drop(key);
+        this.#tokens.delete(key);
         continue;
       }
-      this.#due.set(key, now + this.#refreshMs * (0.9 + 0.2 * Math.random()));
+      token.due = now + this.#refreshMs * (0.9 + 0.2 * Math.random());
       const held = [...entries].filter(([, expiry]) => expiry === Number.POSITIVE_INFINITY);
       if (held.length > 0)
         this.#write(
@@ -211,4 +210,10 @@ export class TunnelSlots {
   #setKey(key: string): string {
     return `${this.#redis?.keyPrefix ?? ""}agent_tunnels:${key}`;
   }
+}
+
+/** `entries` with the expired (pending) ones dropped. */
+function live(entries: Map<string, number>, now: number): Map<string, number> {
+  for (const [member, expiry] of entries) if (expiry <= now) entries.delete(member);
+  return entries;
 }
