@@ -64,9 +64,9 @@ function startModules(agent: Agent, session: TunnelSession): void {
   );
 }
 
-function agentFor(token: string): Agent {
+function agentFor(token: string, n: number): Agent {
   const client = new TunnelClient({
-    url: plan.url,
+    url: plan.urls[n % plan.urls.length]!,
     dial: { headers: { authorization: `Bearer ${token}` }, proxy: false },
     tunnel: { keepAliveIntervalMs: plan.keepAliveIntervalMs },
   });
@@ -105,7 +105,7 @@ setInterval(() => {
 }, 5000).unref();
 // Dialed a batch at a time, as agents come up over time, not all in one instant.
 for (let i = 0; i < plan.tokens.length; i += plan.concurrency) {
-  const batch = plan.tokens.slice(i, i + plan.concurrency).map(agentFor);
+  const batch = plan.tokens.slice(i, i + plan.concurrency).map((token, j) => agentFor(token, i + j));
   agents.push(...batch);
   for (const a of batch) a.client.start();
   await Promise.all(batch.map((a) => a.client.ready(120_000).catch(() => undefined)));

@@ -29,7 +29,8 @@ export interface HerdCluster {
   gitlab: GitLabApiServer;
   gitaly: GitalyTestServer;
   kas: KasProcess[];
-  haproxy: Haproxy;
+  /** One haproxy per `agentsPerHaproxy` agents, each in front of both replicas. */
+  haproxies: Haproxy[];
   kube: KubeApiServer;
   probe: InProcessAgentk;
   close(): Promise<void>;
@@ -40,6 +41,8 @@ export interface HerdClusterOptions {
   agents: number;
   /** Agents per configuration project (bench:scale groups 100): each project holds their config files. */
   agentsPerProject: number;
+  /** Agents per haproxy (two descriptors each, under the open-files limit): more get more haproxies. */
+  agentsPerHaproxy: number;
   /** agent.info_cache_ttl, e.g. "300s". */
   infoCacheTtl: string;
   log: (line: string) => void;
@@ -140,14 +143,19 @@ export async function startHerdCluster(o: HerdClusterOptions): Promise<HerdClust
       ),
     );
     for (const k of kas) closers.push(() => k.kill());
-    const haproxy = await Haproxy.start({
-      backends: kas.map((k) => ({
-        address: listenAddressOf(k.addresses.agent),
-        healthUrl: `${k.addresses.observability}/readiness`,
-      })),
-      maxConnections: o.agents + 1000,
-    });
-    closers.push(() => haproxy.close());
+    const count = Math.ceil(o.agents / o.agentsPerHaproxy);
+    const haproxies: Haproxy[] = [];
+    for (let i = 0; i < count; i++) {
+      const haproxy = await Haproxy.start({
+        backends: kas.map((k) => ({
+          address: listenAddressOf(k.addresses.agent),
+          healthUrl: `${k.addresses.observability}/readiness`,
+        })),
+        maxConnections: Math.ceil(o.agents / count) + 1000,
+      });
+      closers.push(() => haproxy.close());
+      haproxies.push(haproxy);
+    }
 
     const kube = await startKubeApiServer();
     closers.push(() => kube.close());
@@ -166,7 +174,7 @@ export async function startHerdCluster(o: HerdClusterOptions): Promise<HerdClust
     });
     closers.push(() => probe.stop());
     await probe.agent.client.ready(30_000);
-    return { tokens, configProjects, redis, gitlab, gitaly, kas, haproxy, kube, probe, close };
+    return { tokens, configProjects, redis, gitlab, gitaly, kas, haproxies, kube, probe, close };
   } catch (err) {
     await close();
     throw err;

@@ -1,5 +1,6 @@
 // npm run bench:herd [-- --agents 10000 --json ...]
-// A replica's worth of agents reconnecting at once: two kas replicas on one Redis behind haproxy,
+// A replica's worth of agents reconnecting at once: two kas replicas on one Redis behind haproxy
+// (one haproxy per --agents-per-haproxy agents, for the open-files limit),
 // the GitLab and Gitaly test servers, N agents with every module on (agents.ts, a process of its
 // own) through haproxy, and a probe agent on replica 1 that Kubernetes API requests reach through
 // replica 1's proxy. Once every agent is up and a baseline of probe requests is taken, replica 0
@@ -54,8 +55,16 @@ const { args, log } = benchArgs({
   "agents-nice": "10",
   /** kas's agent.listen.handshake_loop_utilization; 1 turns handshake pacing off. Default: kas's (0.5). */
   "handshake-loop-utilization": "",
+  /**
+   * Agents per haproxy: it holds two descriptors per agent and the open-files hard limit here is
+   * 20,000, so more agents get more haproxies (agent i dials haproxy i % count), each in front of
+   * both replicas, as a tier of balancers would be.
+   */
+  "agents-per-haproxy": "8000",
 });
 const N = Number(args.agents);
+if (!(Number.isInteger(Number(args["agents-per-haproxy"])) && Number(args["agents-per-haproxy"]) > 0))
+  throw new Error(`--agents-per-haproxy: expected a positive integer, got ${args["agents-per-haproxy"]}`);
 if (!Number.isInteger(Number(args["agents-nice"])))
   throw new Error(`--agents-nice: expected an integer, got ${args["agents-nice"]}`);
 const MODULES = parseModules(args.modules);
@@ -84,6 +93,7 @@ const cluster = await startHerdCluster({
   }),
   agents: N,
   agentsPerProject: Number(args["agents-per-project"]),
+  agentsPerHaproxy: Number(args["agents-per-haproxy"]),
   infoCacheTtl: args["info-cache-ttl"],
   log,
   ...(PROFILE && {
@@ -105,7 +115,7 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
 try {
   const t0 = performance.now();
   const plan: AgentsPlan = {
-    url: cluster.haproxy.url,
+    urls: cluster.haproxies.map((h) => h.url),
     tokens: cluster.tokens,
     modules: [...MODULES],
     keepAliveIntervalMs: parseDuration(AGENTK_KEEPALIVE_DEFAULT),

@@ -2,8 +2,8 @@
 import type { ModuleName } from "../scale/agent-modules.ts";
 
 export interface AgentsPlan {
-  /** haproxy's frontend for agents, ws://… */
-  url: string;
+  /** haproxy frontends for agents, ws://…: agent i dials urls[i % urls.length]. */
+  urls: string[];
   tokens: string[];
   modules: ModuleName[];
   keepAliveIntervalMs: number;
