@@ -4,6 +4,7 @@ import type { Dispatcher } from "undici";
 import type { Router } from "../../../lib/router/index.ts";
 import { splice } from "../../../lib/router/index.ts";
 import { Kind, TunnelDispatcher } from "../../../lib/tunnel/index.ts";
+import { ClientGone } from "./client-gone.ts";
 import { endToEnd, endToEndLines, IDENTITY_HEADER } from "./hop-by-hop.ts";
 import { relayBody } from "./relay-body.ts";
 
@@ -89,30 +90,38 @@ export class AgentHttpProxy {
       req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
     // Once the response is under way, the pipeline below ties the two ends together.
     const method = req.method ?? "GET";
-    const send = (signal: AbortSignal) =>
+    // Until the response is under way, the client leaving aborts the request.
+    const gone = new ClientGone();
+    const onClose = () => {
+      if (!res.writableFinished) gone.abort(new Error("client went away"));
+    };
+    const send = () =>
       this.#dispatcher.request({
         origin: `http://${hostOf(target)}`,
         path: o.path,
         method: method as "GET",
         headers: outgoingHeaders(req, o, false),
         body: hasBody ? req : null,
-        signal,
+        signal: gone,
       });
-    const upstream: Dispatcher.ResponseData = await untilClientLeaves(
-      res,
-      async (signal) => {
-        try {
-          return await send(signal);
-        } catch (err) {
-          // The stream went away under the request before any answer (its tunnel or the replica
-          // forwarding it was cut): once more on a fresh stream, wherever the agent is now, when
-          // repeating it is safe. A body already streamed cannot be sent again.
-          if (hasBody || !IDEMPOTENT.has(method) || signal.aborted || !isStreamLost(err)) throw err;
-          return send(signal);
-        }
-      },
-      () => !res.writableFinished,
-    );
+    const attempt = async () => {
+      try {
+        return await send();
+      } catch (err) {
+        // The stream went away under the request before any answer (its tunnel or the replica
+        // forwarding it was cut): once more on a fresh stream, wherever the agent is now, when
+        // repeating it is safe. A body already streamed cannot be sent again.
+        if (hasBody || !IDEMPOTENT.has(method) || gone.aborted || !isStreamLost(err)) throw err;
+        return send();
+      }
+    };
+    res.once("close", onClose);
+    let upstream: Dispatcher.ResponseData;
+    try {
+      upstream = await attempt();
+    } finally {
+      res.off("close", onClose);
+    }
     res.writeHead(upstream.statusCode, endToEnd(upstream.headers));
     // Whichever end fails first is the cause: the relay then tears down the other one.
     let first: "client" | "agent" | undefined;
@@ -223,18 +232,15 @@ function outgoingHeaders(req: IncomingMessage, o: ForwardOptions, upgrade: boole
 }
 
 /**
- * Runs `work` with a signal that aborts ("client went away") if `client` closes meanwhile and
- * `gone` agrees; the close listener is removed when `work` settles.
+ * Runs `work` with a signal that aborts ("client went away") if `client` closes meanwhile; the
+ * close listener is removed when `work` settles.
  */
 async function untilClientLeaves<T>(
   client: NodeJS.EventEmitter,
   work: (signal: AbortSignal) => Promise<T>,
-  gone: () => boolean = () => true,
 ): Promise<T> {
   const abort = new AbortController();
-  const onClose = () => {
-    if (gone()) abort.abort(new Error("client went away"));
-  };
+  const onClose = () => abort.abort(new Error("client went away"));
   client.once("close", onClose);
   try {
     return await work(abort.signal);

@@ -3,6 +3,7 @@
 import type * as http from "node:http";
 import type { Readable } from "node:stream";
 import type { Dispatcher } from "undici";
+import { ClientGone } from "./client-gone.ts";
 import { CLIENT_CLOSED, type ForwardContext, relayableHead } from "./forward-context.ts";
 import { endToEnd } from "./hop-by-hop.ts";
 import { relayBody } from "./relay-body.ts";
@@ -63,10 +64,10 @@ function viaUndici(
   dispatcher: Dispatcher,
 ): void {
   const { req, res } = answer;
-  const abort = new AbortController();
+  const gone = new ClientGone();
   // The client went away (or the stream was reset) before the response finished.
   res.once("close", () => {
-    if (!res.writableFinished) abort.abort();
+    if (!res.writableFinished) gone.abort();
   });
   const hasBody =
     req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
@@ -77,7 +78,7 @@ function viaUndici(
       method: req.method as Dispatcher.HttpMethod,
       headers: options.headers as Record<string, string | string[]>,
       body: hasBody ? req : null,
-      signal: abort.signal,
+      signal: gone,
     })
     .then(
       (ur) => {
