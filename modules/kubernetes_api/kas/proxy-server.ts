@@ -67,14 +67,15 @@ export async function serveKubernetesProxy(options: KubernetesProxyOptions): Pro
       return failure(404, `the Kubernetes API is served under ${prefix}/`);
     }
     const rest = raw.slice(prefix.length);
-    if (!isPlainPath(rest.startsWith("/") ? rest : `/${rest}`)) return failure(400, DOT_SEGMENTS);
+    const path = rest.startsWith("/") ? rest : `/${rest}`;
+    if (!isPlainPath(path)) return failure(400, DOT_SEGMENTS);
     if (access.impersonate !== undefined) {
       const own = Object.keys(req.headers).find(isImpersonationHeader);
       if (own !== undefined)
         return failure(403, `kas impersonates on this agent's behalf: the request may not set ${own}`);
     }
     return {
-      path: rest.startsWith("/") ? rest : `/${rest}`,
+      path,
       drop: notForTheCluster,
       identity: access.identity,
     };
