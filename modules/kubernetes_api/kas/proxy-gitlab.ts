@@ -15,7 +15,7 @@ import {
   type ProxyUserAuthorization,
   type ProxyUserRequest,
 } from "../../../tool/gitlab/index.ts";
-import { ProxyAccessError } from "./access.ts";
+import { type ClientLeaving, ProxyAccessError } from "./access.ts";
 import type { ProxyGitLab } from "./gitlab-answers.ts";
 
 /** GitLab's answers, cached (agent.kubernetes_api.allowed_agent_cache_ttl and _error_ttl). */
@@ -36,13 +36,13 @@ export class GitLabProxyAuthorization implements ProxyGitLab {
     this.#users = new AnswerCache(refusal, options);
   }
 
-  allowedAgentsForJob(jobToken: string, signal?: AbortSignal): Promise<AllowedAgentsForJob> {
+  allowedAgentsForJob(jobToken: string, signal?: ClientLeaving): Promise<AllowedAgentsForJob> {
     // Shared by every caller: no single caller's signal may cancel it; the client's deadline bounds it.
     const lookup = () => getAllowedAgentsForJob(this.client, jobToken).catch(toAccessError(false));
     return this.#jobs.get(digest("ci", jobToken), lookup, signal);
   }
 
-  authorizeProxyUser(request: ProxyUserRequest, signal?: AbortSignal): Promise<ProxyUserAuthorization> {
+  authorizeProxyUser(request: ProxyUserRequest, signal?: ClientLeaving): Promise<ProxyUserAuthorization> {
     const lookup = () => authorizeProxyUser(this.client, request).catch(toAccessError(true));
     const key = digest(request.agentId, request.accessType, request.accessKey, request.csrfToken ?? "");
     return this.#users.get(key, lookup, signal);
