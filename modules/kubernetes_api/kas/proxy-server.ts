@@ -175,17 +175,22 @@ export class Leaving {
   }
 
   /** The client left (a close listener). */
-  readonly leave = (): void => {
-    this.#left = true;
-    this.#controller?.abort();
-  };
-
+  readonly leave: () => void;
   /** The signal that aborts when the client leaves. */
-  readonly signal = (): AbortSignal => {
-    this.#controller ??= new AbortController();
-    if (this.#left) this.#controller.abort();
-    return this.#controller.signal;
-  };
+  readonly signal: () => AbortSignal;
+
+  constructor() {
+    // Assigned here rather than as field initializers: tsx (esbuild keepNames) names those, per request.
+    this.leave = () => {
+      this.#left = true;
+      this.#controller?.abort();
+    };
+    this.signal = () => {
+      this.#controller ??= new AbortController();
+      if (this.#left) this.#controller.abort();
+      return this.#controller.signal;
+    };
+  }
 }
 
 /** Client headers that never reach the agent: GitLab's credentials and any identity of the client's own. */

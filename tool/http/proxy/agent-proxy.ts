@@ -86,41 +86,21 @@ export class AgentHttpProxy {
     o: ForwardOptions,
   ): Promise<void> {
     if (!SERVICE_NAME.test(target.service)) throw new TypeError(`invalid service name ${target.service}`);
-    const hasBody =
-      req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
-    // Once the response is under way, the pipeline below ties the two ends together.
-    const method = req.method ?? "GET";
     // Until the response is under way, the client leaving aborts the request.
-    const gone = new ClientGone();
-    const onClose = () => {
-      if (!res.writableFinished) gone.abort(new Error("client went away"));
-    };
-    const send = () =>
-      this.#dispatcher.request({
-        origin: `http://${hostOf(target)}`,
-        path: o.path,
-        method: method as "GET",
-        headers: outgoingHeaders(req, o, false),
-        body: hasBody ? req : null,
-        signal: gone,
-      });
-    const attempt = async () => {
-      try {
-        return await send();
-      } catch (err) {
-        // The stream went away under the request before any answer (its tunnel or the replica
-        // forwarding it was cut): once more on a fresh stream, wherever the agent is now, when
-        // repeating it is safe. A body already streamed cannot be sent again.
-        if (hasBody || !IDEMPOTENT.has(method) || gone.aborted || !isStreamLost(err)) throw err;
-        return send();
-      }
-    };
-    res.once("close", onClose);
+    const gone = new ClientGone(res, "client went away");
+    res.once("close", gone.onClose);
     let upstream: Dispatcher.ResponseData;
     try {
-      upstream = await attempt();
+      upstream = await this.#send(target, req, o, gone);
+    } catch (err) {
+      // The stream went away under the request before any answer (its tunnel or the replica
+      // forwarding it was cut): once more on a fresh stream, wherever the agent is now, when
+      // repeating it is safe. A body already streamed cannot be sent again.
+      if (hasBody(req) || !IDEMPOTENT.has(req.method ?? "GET") || gone.aborted || !isStreamLost(err))
+        throw err;
+      upstream = await this.#send(target, req, o, gone);
     } finally {
-      res.off("close", onClose);
+      res.off("close", gone.onClose);
     }
     res.writeHead(upstream.statusCode, endToEnd(upstream.headers));
     // Whichever end fails first is the cause: the relay then tears down the other one.
@@ -172,6 +152,18 @@ export class AgentHttpProxy {
     return this.#dispatcher.destroy();
   }
 
+  /** One try of a plain request; `gone` aborts it. */
+  #send(target: AgentTarget, req: IncomingMessage, o: ForwardOptions, gone: ClientGone) {
+    return this.#dispatcher.request({
+      origin: `http://${hostOf(target)}`,
+      path: o.path,
+      method: (req.method ?? "GET") as "GET",
+      headers: outgoingHeaders(req, o, false),
+      body: hasBody(req) ? req : null,
+      signal: gone,
+    });
+  }
+
   #dial(target: AgentTarget, signal: AbortSignal): Promise<Duplex> {
     return this.#router.dial(
       target.agentId,
@@ -179,6 +171,11 @@ export class AgentHttpProxy {
       { signal, deadline: Date.now() + this.#dialTimeoutMs },
     );
   }
+}
+
+/** Whether the request has a body to stream (undici would otherwise announce an empty chunked one). */
+function hasBody(req: IncomingMessage): boolean {
+  return req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
 }
 
 /** Methods whose repetition has the effect of sending them once (RFC 9110 9.2.2). */

@@ -64,11 +64,9 @@ function viaUndici(
   dispatcher: Dispatcher,
 ): void {
   const { req, res } = answer;
-  const gone = new ClientGone();
   // The client went away (or the stream was reset) before the response finished.
-  res.once("close", () => {
-    if (!res.writableFinished) gone.abort();
-  });
+  const gone = new ClientGone(res);
+  res.once("close", gone.onClose);
   const hasBody =
     req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
   dispatcher
