@@ -38,14 +38,21 @@ export class GitLabProxyAuthorization implements ProxyGitLab {
 
   allowedAgentsForJob(jobToken: string, signal?: ClientLeaving): Promise<AllowedAgentsForJob> {
     // Shared by every caller: no single caller's signal may cancel it; the client's deadline bounds it.
-    const lookup = () => getAllowedAgentsForJob(this.client, jobToken).catch(toAccessError(false));
-    return this.#jobs.get(digest("ci", jobToken), lookup, signal);
+    // The lookup is passed inline: a named closure costs a __name call per request under tsx.
+    return this.#jobs.get(
+      digest("ci", jobToken),
+      () => getAllowedAgentsForJob(this.client, jobToken).catch(toAccessError(false)),
+      signal,
+    );
   }
 
   authorizeProxyUser(request: ProxyUserRequest, signal?: ClientLeaving): Promise<ProxyUserAuthorization> {
-    const lookup = () => authorizeProxyUser(this.client, request).catch(toAccessError(true));
     const key = digest(request.agentId, request.accessType, request.accessKey, request.csrfToken ?? "");
-    return this.#users.get(key, lookup, signal);
+    return this.#users.get(
+      key,
+      () => authorizeProxyUser(this.client, request).catch(toAccessError(true)),
+      signal,
+    );
   }
 }
 
