@@ -16,15 +16,23 @@ export class ClientGone extends EventEmitter {
    */
   readonly onClose: () => void;
 
-  /** `reason`: the error undici fails the request with; without one, its RequestAbortedError. */
+  /**
+   * `reason`: the message of the error undici fails the request with; without one, the
+   * DOMException an AbortController's `abort()` gives.
+   */
   constructor(res: ServerResponse, reason?: string) {
     super();
     this.onClose = () => {
-      if (!res.writableFinished) this.abort(reason === undefined ? undefined : new Error(reason));
+      if (!res.writableFinished)
+        this.abort(
+          reason === undefined
+            ? new DOMException("This operation was aborted", "AbortError")
+            : new Error(reason),
+        );
     };
   }
 
-  abort(reason?: Error): void {
+  abort(reason: Error): void {
     if (this.aborted) return;
     this.aborted = true;
     this.reason = reason;
