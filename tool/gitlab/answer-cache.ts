@@ -52,10 +52,12 @@ export class AnswerCache<V, E extends Error> {
   /**
    * The answer for `key`: cached, or from `lookup` (shared with concurrent callers of the key, so
    * no single caller's `signal` cancels it; `signal` only stops this caller's wait). Throws the
-   * refusal.
+   * refusal. `signal` may be a function that makes it: called only when there is a wait to stop,
+   * so a caller answered from the cache never pays for an AbortSignal.
    */
-  async get(key: string, lookup: () => Promise<V>, signal?: AbortSignal): Promise<V> {
-    const outcome = await (this.#cached(key) ?? untilAborted(this.#fetch(key, lookup), signal));
+  async get(key: string, lookup: () => Promise<V>, signal?: AbortSignal | (() => AbortSignal)): Promise<V> {
+    const outcome = await (this.#cached(key) ??
+      untilAborted(this.#fetch(key, lookup), typeof signal === "function" ? signal() : signal));
     if ("error" in outcome) throw outcome.error;
     return outcome.value;
   }

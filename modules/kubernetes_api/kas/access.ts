@@ -31,7 +31,19 @@ export class ProxyAccessError extends Error {
 }
 
 /**
+ * The client's leaving, which stops a wait for GitLab: an AbortSignal, or a function that makes
+ * one, called only when there is a wait (most requests are answered from the cache: making a
+ * signal for each cost kas's proxy a few µs per request).
+ */
+export type ClientLeaving = AbortSignal | (() => AbortSignal);
+
+/** The signal of `leaving`, made now if it is a function. */
+export function signalOf(leaving: ClientLeaving): AbortSignal {
+  return typeof leaving === "function" ? leaving() : leaving;
+}
+
+/**
  * Decides who may reach which cluster through the proxy, and as whom (`authorizeProxyRequest`:
  * CI jobs and users through GitLab, static dev tokens).
  */
-export type AuthorizeProxyRequest = (req: IncomingMessage, signal: AbortSignal) => Promise<ProxyAccess>;
+export type AuthorizeProxyRequest = (req: IncomingMessage, signal: ClientLeaving) => Promise<ProxyAccess>;

@@ -5,7 +5,13 @@
 // user_access and carries its access_as. GitLab's copy of the configuration is the one kas posts
 // (agent_configuration). kas does not check again with its own copy: GitLab's answer has no paths
 // and no environment name to check with, and a second opinion could only refuse what GitLab allows.
-import { type AuthorizeProxyRequest, type ProxyAccess, ProxyAccessError, proxyAccess } from "./access.ts";
+import {
+  type AuthorizeProxyRequest,
+  type ProxyAccess,
+  ProxyAccessError,
+  proxyAccess,
+  signalOf,
+} from "./access.ts";
 import { parseProxyCredentials } from "./credentials.ts";
 import type { AllowedAgentsForJob, Impersonation, ProxyGitLab } from "./gitlab-answers.ts";
 import { ciJobIdentity, ciUserIdentity, userIdentity } from "./impersonation.ts";
@@ -31,7 +37,7 @@ export function authorizeProxyRequest(o: ProxyAuthorizationOptions): AuthorizePr
       case "agent_token": {
         if (o.agentToken === undefined)
           throw new ProxyAccessError(401, "static agent tokens are not accepted (agent.static_tokens_file)");
-        return proxyAccess((await o.agentToken(creds.token, signal)).agentId);
+        return proxyAccess((await o.agentToken(creds.token, signalOf(signal))).agentId);
       }
       case "ci_job": {
         const job = await needGitLab("CI job tokens").allowedAgentsForJob(creds.jobToken, signal);

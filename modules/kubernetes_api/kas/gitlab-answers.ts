@@ -10,6 +10,9 @@ export type {
   RoleAccess,
   UserAccessType,
 } from "../../../tool/gitlab/index.ts";
+
+import type { ClientLeaving } from "./access.ts";
+
 export type { Impersonation } from "../identity.ts";
 
 import type {
@@ -23,6 +26,6 @@ import type {
  * 404 as GitLab refused, 503 when GitLab could not be asked.
  */
 export interface ProxyGitLab {
-  allowedAgentsForJob(jobToken: string, signal?: AbortSignal): Promise<AllowedAgentsForJob>;
-  authorizeProxyUser(request: ProxyUserRequest, signal?: AbortSignal): Promise<ProxyUserAuthorization>;
+  allowedAgentsForJob(jobToken: string, signal?: ClientLeaving): Promise<AllowedAgentsForJob>;
+  authorizeProxyUser(request: ProxyUserRequest, signal?: ClientLeaving): Promise<ProxyUserAuthorization>;
 }

@@ -2,7 +2,7 @@
 // tool/gitlab): a CI job's `allowed_agents` and a user's `authorize_proxy_user`. Cached per
 // credential digest (never the credential itself), one request per key at a time; "GitLab could
 // not be asked" is never cached. GitLab's errors become the proxy's (ProxyAccessError).
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import {
   type AllowedAgentsForJob,
   AnswerCache,
@@ -15,7 +15,7 @@ import {
   type ProxyUserAuthorization,
   type ProxyUserRequest,
 } from "../../../tool/gitlab/index.ts";
-import { ProxyAccessError } from "./access.ts";
+import { type ClientLeaving, ProxyAccessError } from "./access.ts";
 import type { ProxyGitLab } from "./gitlab-answers.ts";
 
 /** GitLab's answers, cached (agent.kubernetes_api.allowed_agent_cache_ttl and _error_ttl). */
@@ -36,23 +36,31 @@ export class GitLabProxyAuthorization implements ProxyGitLab {
     this.#users = new AnswerCache(refusal, options);
   }
 
-  allowedAgentsForJob(jobToken: string, signal?: AbortSignal): Promise<AllowedAgentsForJob> {
+  allowedAgentsForJob(jobToken: string, signal?: ClientLeaving): Promise<AllowedAgentsForJob> {
     // Shared by every caller: no single caller's signal may cancel it; the client's deadline bounds it.
-    const lookup = () => getAllowedAgentsForJob(this.client, jobToken).catch(toAccessError(false));
-    return this.#jobs.get(digest("ci", jobToken), lookup, signal);
+    // The lookup is passed inline: a named closure costs a __name call per request under tsx.
+    return this.#jobs.get(
+      digest("ci", jobToken),
+      () => getAllowedAgentsForJob(this.client, jobToken).catch(toAccessError(false)),
+      signal,
+    );
   }
 
-  authorizeProxyUser(request: ProxyUserRequest, signal?: AbortSignal): Promise<ProxyUserAuthorization> {
-    const lookup = () => authorizeProxyUser(this.client, request).catch(toAccessError(true));
+  authorizeProxyUser(request: ProxyUserRequest, signal?: ClientLeaving): Promise<ProxyUserAuthorization> {
     const key = digest(request.agentId, request.accessType, request.accessKey, request.csrfToken ?? "");
-    return this.#users.get(key, lookup, signal);
+    return this.#users.get(
+      key,
+      () => authorizeProxyUser(this.client, request).catch(toAccessError(true)),
+      signal,
+    );
   }
 }
 
+/** Each part length-prefixed, so no two lists of parts share a digest. One-shot `hash`: half of `createHash`'s cost, per request. */
 function digest(...parts: string[]): string {
-  const h = createHash("sha256");
-  for (const p of parts) h.update(`${p.length}:${p}`);
-  return h.digest("base64");
+  let text = "";
+  for (const p of parts) text += `${p.length}:${p}`;
+  return hash("sha256", text, "base64");
 }
 
 const REFUSAL_STATUS: Record<Exclude<GitLabErrorKind, "unavailable">, number> = {

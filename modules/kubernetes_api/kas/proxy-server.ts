@@ -67,14 +67,15 @@ export async function serveKubernetesProxy(options: KubernetesProxyOptions): Pro
       return failure(404, `the Kubernetes API is served under ${prefix}/`);
     }
     const rest = raw.slice(prefix.length);
-    if (!isPlainPath(rest.startsWith("/") ? rest : `/${rest}`)) return failure(400, DOT_SEGMENTS);
+    const path = rest.startsWith("/") ? rest : `/${rest}`;
+    if (!isPlainPath(path)) return failure(400, DOT_SEGMENTS);
     if (access.impersonate !== undefined) {
       const own = Object.keys(req.headers).find(isImpersonationHeader);
       if (own !== undefined)
         return failure(403, `kas impersonates on this agent's behalf: the request may not set ${own}`);
     }
     return {
-      path: rest.startsWith("/") ? rest : `/${rest}`,
+      path,
       drop: notForTheCluster,
       identity: access.identity,
     };
@@ -82,14 +83,14 @@ export async function serveKubernetesProxy(options: KubernetesProxyOptions): Pro
 
   const authorizeOrFail = async (
     req: IncomingMessage,
-    signal: AbortSignal,
+    leaving: Leaving,
   ): Promise<ProxyAccess | ProxyFailure> => {
     try {
-      return await authorize(req, signal);
+      return await authorize(req, leaving.signal);
     } catch (err) {
       if (err instanceof ProxyAccessError) return failure(err.status, err.message);
       // The wait for GitLab was cut because the client left: whatever it failed with says so.
-      if (signal.aborted) throw new ClientGoneError();
+      if (leaving.left) throw new ClientGoneError();
       throw err;
     }
   };
@@ -102,10 +103,14 @@ export async function serveKubernetesProxy(options: KubernetesProxyOptions): Pro
       res.writeHead(200, preflightHeaders(req.headers)).end();
       return;
     }
-    const gone = new AbortController();
-    const onClose = () => gone.abort();
-    res.once("close", onClose);
-    const access = await authorizeOrFail(req, gone.signal).finally(() => res.off("close", onClose));
+    const leaving = new Leaving();
+    res.once("close", leaving.leave);
+    let access: ProxyAccess | ProxyFailure;
+    try {
+      access = await authorizeOrFail(req, leaving);
+    } finally {
+      res.off("close", leaving.leave);
+    }
     if ("status" in access) return sendStatus(res, access);
     const o = forwardOptions(req, access);
     if ("status" in o) return sendStatus(res, o);
@@ -122,14 +127,14 @@ export async function serveKubernetesProxy(options: KubernetesProxyOptions): Pro
   };
 
   const upgrade = async (req: IncomingMessage, socket: Duplex, head: Buffer): Promise<number> => {
-    const gone = new AbortController();
-    socket.once("close", () => gone.abort());
+    const leaving = new Leaving();
+    socket.once("close", leaving.leave);
     const refuse = (f: ProxyFailure) => {
       rawAnswer(socket, f.status, renderStatus(f), f.status === 401 ? UNAUTHORIZED_HEADERS : {});
       return f.status;
     };
     if (corsHeaders(options.cors, req.headers.origin) === undefined) return refuse(FOREIGN_ORIGIN);
-    const access = await authorizeOrFail(req, gone.signal);
+    const access = await authorizeOrFail(req, leaving);
     if ("status" in access) return refuse(access);
     const o = forwardOptions(req, access);
     if ("status" in o) return refuse(o);
@@ -153,6 +158,39 @@ export async function serveKubernetesProxy(options: KubernetesProxyOptions): Pro
     onUpgrade: upgrade,
     ...(options.limits && { limits: options.limits }),
   });
+}
+
+/**
+ * The client's leaving while kas authorizes its request. The AbortSignal is made only when a wait
+ * for GitLab asks for it (aborted at once if the client already left): most requests are answered
+ * from the cache, and a signal for each cost several µs of kas's CPU per request.
+ */
+export class Leaving {
+  #left = false;
+  #controller: AbortController | undefined;
+
+  /** Whether the client has left. */
+  get left(): boolean {
+    return this.#left;
+  }
+
+  /** The client left (a close listener). */
+  readonly leave: () => void;
+  /** The signal that aborts when the client leaves. */
+  readonly signal: () => AbortSignal;
+
+  constructor() {
+    // Assigned here rather than as field initializers: tsx (esbuild keepNames) names those, per request.
+    this.leave = () => {
+      this.#left = true;
+      this.#controller?.abort();
+    };
+    this.signal = () => {
+      this.#controller ??= new AbortController();
+      if (this.#left) this.#controller.abort();
+      return this.#controller.signal;
+    };
+  }
 }
 
 /** Client headers that never reach the agent: GitLab's credentials and any identity of the client's own. */

@@ -3,7 +3,7 @@
 // without a body. Real tunnel: a router with one agent whose HTTP streams a node:http server
 // serves; the test cuts the streams it chooses as their request arrives.
 import { once } from "node:events";
-import { createServer, type Server } from "node:http";
+import { createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -29,11 +29,17 @@ describe("AgentHttpProxy: a stream lost before the answer", () => {
   /** How many of the next requests to arrive at the agent get their stream reset instead of an answer. */
   let cut = 0;
   let served = 0;
+  /** Called with the agent's response to a request for /hold, which is never answered. */
+  let held: ((res: ServerResponse) => void) | undefined;
 
   beforeAll(async () => {
     router = await new Router({}).start();
     agents = await serveAgents(router);
     const service = serveHttp((req, res) => {
+      if (req.url === "/hold") {
+        held?.(res); // never answered
+        return;
+      }
       if (cut > 0) {
         cut--;
         (req.socket as Duplex).destroy(); // the stream is reset: no answer at all
@@ -104,5 +110,21 @@ describe("AgentHttpProxy: a stream lost before the answer", () => {
       expect(served).toBe(before);
       cut = 0;
     }
+  });
+
+  it("the client goes away before the agent answers: the agent's request is closed too", async () => {
+    const atAgent = new Promise<ServerResponse>((resolve) => {
+      held = resolve;
+    });
+    const client = new AbortController();
+    const pending = fetch(`http://127.0.0.1:${(front.address() as AddressInfo).port}/hold`, {
+      signal: client.signal,
+    }).catch(() => "aborted");
+    const res = await atAgent;
+    const closed = once(res, "close");
+    client.abort();
+    expect(await pending).toBe("aborted");
+    await closed; // without the abort, the stream stays open: the test times out
+    expect(res.writableFinished).toBe(false);
   });
 });

@@ -191,6 +191,26 @@ describe.each(["node:http", "undici"] as const)("agentk's forwarder (plain reque
     ]);
   });
 
+  test("the client goes away before the upstream answers: the upstream request is closed too; 499, nothing logged", async () => {
+    let arrived!: () => void;
+    const atUpstream = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
+    let upstreamClosed: Promise<unknown> | undefined;
+    const { front, statuses, warnings } = await rig((_req, res) => {
+      upstreamClosed = once(res, "close"); // never answers
+      arrived();
+    });
+    const { req, response } = send(`${front.url}/slow`);
+    response.catch(() => {}); // it never comes
+    req.end();
+    await atUpstream;
+    req.destroy();
+    await upstreamClosed;
+    await expect.poll(() => statuses).toEqual([499]);
+    expect(warnings).toEqual([]);
+  });
+
   test("the client goes away mid-watch: the upstream request is closed too; 499, nothing logged", async () => {
     let upstreamClosed: Promise<unknown> | undefined;
     const { front, statuses, warnings } = await rig((req, res) => {

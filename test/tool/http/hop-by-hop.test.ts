@@ -19,7 +19,8 @@ const cased = (names: fc.Arbitrary<string>) =>
     .map(([n, up]) => [...n].map((c, i) => (up[i] ? c.toUpperCase() : c)).join(""));
 const name = cased(
   fc.oneof(
-    fc.constantFrom(...HOP_BY_HOP, IDENTITY_HEADER, "content-length", "impersonate-user", "accept"),
+    // "close": the usual Connection value, also usable as a header name that it then lists.
+    fc.constantFrom(...HOP_BY_HOP, IDENTITY_HEADER, "content-length", "impersonate-user", "accept", "close"),
     fc.stringMatching(/^[a-z][a-z0-9-]{0,10}$/),
   ),
 );
@@ -63,6 +64,45 @@ test("property: exactly the end-to-end lines, in order", () => {
       },
     ),
   );
+});
+
+test("property: a response's headers (an object) keep exactly their end-to-end names, lowercased", () => {
+  fc.assert(
+    fc.property(
+      fc.dictionary(
+        name,
+        fc.oneof(value, fc.array(value, { maxLength: 3 }), fc.nat(), fc.constant(undefined)),
+      ),
+      fc.option(fc.array(name, { maxLength: 3 }), { nil: undefined }),
+      fc.constantFrom("connection", "Connection"),
+      (headers, listed, connectionName) => {
+        const input: Record<string, string | string[] | number | undefined> = { ...headers };
+        if (listed !== undefined) input[connectionName] = listed.join(", ");
+        const tokens = new Set(
+          Object.entries(input)
+            .filter(([n, v]) => n.toLowerCase() === "connection" && v !== undefined)
+            .flatMap(([, v]) => [v].flat().map(String))
+            .flatMap((line) => line.split(","))
+            .map((t) => t.trim().toLowerCase())
+            .filter(Boolean),
+        );
+        const expected: Record<string, unknown> = {};
+        for (const [n, v] of Object.entries(input)) {
+          const l = n.toLowerCase();
+          if (v !== undefined && !HOP_BY_HOP.has(l) && !tokens.has(l)) expected[l] = v;
+        }
+        expect(endToEnd(input)).toEqual(expected);
+      },
+    ),
+  );
+});
+
+test("a lone Connection: close still drops a header named close, as any listed name", () => {
+  expect(endToEndLines(["Connection", "close", "Close", "1", "Accept", "a"])).toEqual(["Accept", "a"]);
+  expect(endToEnd({ connection: "close", close: "1", accept: "a" })).toEqual({ accept: "a" });
+  expect(endToEnd({ connection: "keep-alive", "keep-alive": "timeout=5", accept: "a" })).toEqual({
+    accept: "a",
+  });
 });
 
 test("repeated lines stay repeated: node:http sends a list as one line per value", () => {

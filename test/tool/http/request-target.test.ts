@@ -30,3 +30,28 @@ test("property: plain segments pass; one dot segment or encoded separator anywhe
   expect(isPlainPath("http://h/x")).toBe(false); // absolute-form
   expect(isPlainPath("*")).toBe(false);
 });
+
+/** The rule spelled out segment by segment, as isPlainPath's slow path reads every target it cannot pass at a glance. */
+function plainBySegments(target: string): boolean {
+  const query = target.indexOf("?");
+  const path = query < 0 ? target : target.slice(0, query);
+  if (!path.startsWith("/") || path.includes("\\") || /%(2f|5c)/i.test(path)) return false;
+  return path.split("/").every((s) => !/^(\.|%2e){1,2}$/i.test(s));
+}
+
+test("property: any target, of the characters that matter, is judged as segment by segment", () => {
+  const target = fc
+    .array(fc.constantFrom("/", ".", "%", "2", "e", "E", "f", "F", "5", "c", "\\", "?", "a", "\n"), {
+      maxLength: 16,
+    })
+    .map((cs) => cs.join(""));
+  fc.assert(
+    fc.property(target, (t) => {
+      expect(isPlainPath(t)).toBe(plainBySegments(t));
+    }),
+    { numRuns: 2000 },
+  );
+  expect(isPlainPath("/api/v1/namespaces/default/pods?limit=500")).toBe(true);
+  expect(isPlainPath("/api/v1/x?../..")).toBe(true); // the query is not the path
+  expect(isPlainPath("")).toBe(false);
+});

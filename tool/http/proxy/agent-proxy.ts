@@ -4,6 +4,7 @@ import type { Dispatcher } from "undici";
 import type { Router } from "../../../lib/router/index.ts";
 import { splice } from "../../../lib/router/index.ts";
 import { Kind, TunnelDispatcher } from "../../../lib/tunnel/index.ts";
+import { ClientGone } from "./client-gone.ts";
 import { endToEnd, endToEndLines, IDENTITY_HEADER } from "./hop-by-hop.ts";
 import { relayBody } from "./relay-body.ts";
 
@@ -85,34 +86,22 @@ export class AgentHttpProxy {
     o: ForwardOptions,
   ): Promise<void> {
     if (!SERVICE_NAME.test(target.service)) throw new TypeError(`invalid service name ${target.service}`);
-    const hasBody =
-      req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
-    // Once the response is under way, the pipeline below ties the two ends together.
-    const method = req.method ?? "GET";
-    const send = (signal: AbortSignal) =>
-      this.#dispatcher.request({
-        origin: `http://${hostOf(target)}`,
-        path: o.path,
-        method: method as "GET",
-        headers: outgoingHeaders(req, o, false),
-        body: hasBody ? req : null,
-        signal,
-      });
-    const upstream: Dispatcher.ResponseData = await untilClientLeaves(
-      res,
-      async (signal) => {
-        try {
-          return await send(signal);
-        } catch (err) {
-          // The stream went away under the request before any answer (its tunnel or the replica
-          // forwarding it was cut): once more on a fresh stream, wherever the agent is now, when
-          // repeating it is safe. A body already streamed cannot be sent again.
-          if (hasBody || !IDEMPOTENT.has(method) || signal.aborted || !isStreamLost(err)) throw err;
-          return send(signal);
-        }
-      },
-      () => !res.writableFinished,
-    );
+    // Until the response is under way, the client leaving aborts the request.
+    const gone = new ClientGone(res, "client went away");
+    res.once("close", gone.onClose);
+    let upstream: Dispatcher.ResponseData;
+    try {
+      upstream = await this.#send(target, req, o, gone);
+    } catch (err) {
+      // The stream went away under the request before any answer (its tunnel or the replica
+      // forwarding it was cut): once more on a fresh stream, wherever the agent is now, when
+      // repeating it is safe. A body already streamed cannot be sent again.
+      if (hasBody(req) || !IDEMPOTENT.has(req.method ?? "GET") || gone.aborted || !isStreamLost(err))
+        throw err;
+      upstream = await this.#send(target, req, o, gone);
+    } finally {
+      res.off("close", gone.onClose);
+    }
     res.writeHead(upstream.statusCode, endToEnd(upstream.headers));
     // Whichever end fails first is the cause: the relay then tears down the other one.
     let first: "client" | "agent" | undefined;
@@ -163,6 +152,18 @@ export class AgentHttpProxy {
     return this.#dispatcher.destroy();
   }
 
+  /** One try of a plain request; `gone` aborts it. */
+  #send(target: AgentTarget, req: IncomingMessage, o: ForwardOptions, gone: ClientGone) {
+    return this.#dispatcher.request({
+      origin: `http://${hostOf(target)}`,
+      path: o.path,
+      method: (req.method ?? "GET") as "GET",
+      headers: outgoingHeaders(req, o, false),
+      body: hasBody(req) ? req : null,
+      signal: gone,
+    });
+  }
+
   #dial(target: AgentTarget, signal: AbortSignal): Promise<Duplex> {
     return this.#router.dial(
       target.agentId,
@@ -170,6 +171,11 @@ export class AgentHttpProxy {
       { signal, deadline: Date.now() + this.#dialTimeoutMs },
     );
   }
+}
+
+/** Whether the request has a body to stream (undici would otherwise announce an empty chunked one). */
+function hasBody(req: IncomingMessage): boolean {
+  return req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
 }
 
 /** Methods whose repetition has the effect of sending them once (RFC 9110 9.2.2). */
@@ -223,18 +229,15 @@ function outgoingHeaders(req: IncomingMessage, o: ForwardOptions, upgrade: boole
 }
 
 /**
- * Runs `work` with a signal that aborts ("client went away") if `client` closes meanwhile and
- * `gone` agrees; the close listener is removed when `work` settles.
+ * Runs `work` with a signal that aborts ("client went away") if `client` closes meanwhile; the
+ * close listener is removed when `work` settles.
  */
 async function untilClientLeaves<T>(
   client: NodeJS.EventEmitter,
   work: (signal: AbortSignal) => Promise<T>,
-  gone: () => boolean = () => true,
 ): Promise<T> {
   const abort = new AbortController();
-  const onClose = () => {
-    if (gone()) abort.abort(new Error("client went away"));
-  };
+  const onClose = () => abort.abort(new Error("client went away"));
   client.once("close", onClose);
   try {
     return await work(abort.signal);

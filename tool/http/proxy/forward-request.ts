@@ -3,6 +3,7 @@
 import type * as http from "node:http";
 import type { Readable } from "node:stream";
 import type { Dispatcher } from "undici";
+import { ClientGone } from "./client-gone.ts";
 import { CLIENT_CLOSED, type ForwardContext, relayableHead } from "./forward-context.ts";
 import { endToEnd } from "./hop-by-hop.ts";
 import { relayBody } from "./relay-body.ts";
@@ -63,11 +64,9 @@ function viaUndici(
   dispatcher: Dispatcher,
 ): void {
   const { req, res } = answer;
-  const abort = new AbortController();
   // The client went away (or the stream was reset) before the response finished.
-  res.once("close", () => {
-    if (!res.writableFinished) abort.abort();
-  });
+  const gone = new ClientGone(res);
+  res.once("close", gone.onClose);
   const hasBody =
     req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
   dispatcher
@@ -77,7 +76,7 @@ function viaUndici(
       method: req.method as Dispatcher.HttpMethod,
       headers: options.headers as Record<string, string | string[]>,
       body: hasBody ? req : null,
-      signal: abort.signal,
+      signal: gone,
     })
     .then(
       (ur) => {

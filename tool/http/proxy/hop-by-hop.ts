@@ -58,10 +58,10 @@ export function endToEndLines(
   raw: readonly string[],
   o: { upgrade?: boolean; drop?: (lowerName: string) => boolean } = {},
 ): string[] {
-  const connection: string[] = [];
+  let connection: string[] | undefined;
   for (let i = 0; i < raw.length; i += 2)
-    if (raw[i]!.toLowerCase() === "connection") connection.push(raw[i + 1]!);
-  const tokens = connectionTokens(connection);
+    if (raw[i]!.toLowerCase() === "connection") (connection ??= []).push(raw[i + 1]!);
+  const tokens = listedTokens(connection);
   const out: string[] = [];
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!;
@@ -71,6 +71,24 @@ export function endToEndLines(
     out.push(name, raw[i + 1]!);
   }
   return out;
+}
+
+const NO_TOKENS: ReadonlySet<string> = new Set();
+const CLOSE: ReadonlySet<string> = new Set(["close"]);
+
+/**
+ * {@link connectionTokens} of a message's Connection values (undefined: none), as far as they
+ * matter beside {@link HOP_BY_HOP}: the usual lone `keep-alive` (hop-by-hop anyway) or `close`
+ * are answered without parsing or a new Set, on every request and response of both proxies.
+ */
+function listedTokens(values: readonly string[] | undefined): ReadonlySet<string> {
+  if (values === undefined) return NO_TOKENS;
+  if (values.length === 1) {
+    const v = values[0]!;
+    if (v === "keep-alive" || v === "Keep-Alive") return NO_TOKENS;
+    if (v === "close" || v === "Close") return CLOSE;
+  }
+  return connectionTokens(values);
 }
 
 /** Header lines as node:http's outgoing headers: lowercase names, a repeated name as a list (sent as repeated lines). */
@@ -92,13 +110,21 @@ export function linesToHeaders(lines: readonly string[]): OutgoingHttpHeaders {
  * names. Names in any case: an outgoing object may spell it `Connection`.
  */
 export function endToEnd(headers: IncomingHttpHeaders | OutgoingHttpHeaders): OutgoingHttpHeaders {
-  const connection = Object.entries(headers).flatMap(([name, value]) =>
-    name.toLowerCase() === "connection" && value !== undefined ? [value].flat().map(String) : [],
-  );
-  const tokens = connectionTokens(connection);
+  const names = Object.keys(headers);
+  let connection: string[] | undefined;
+  for (const name of names) {
+    const value = headers[name];
+    if (value === undefined || name.toLowerCase() !== "connection") continue;
+    if (Array.isArray(value)) for (const v of value) (connection ??= []).push(String(v));
+    else (connection ??= []).push(String(value));
+  }
+  const tokens = listedTokens(connection);
   const out: OutgoingHttpHeaders = {};
-  for (const [name, value] of Object.entries(headers)) {
-    if (value !== undefined && isEndToEnd(name, tokens)) out[name.toLowerCase()] = value;
+  for (const name of names) {
+    const value = headers[name];
+    if (value === undefined) continue;
+    const lower = name.toLowerCase();
+    if (!HOP_BY_HOP.has(lower) && !tokens.has(lower)) out[lower] = value;
   }
   return out;
 }

@@ -41,6 +41,8 @@ export function decodePathSegment(segment: string, what: string): string {
  * whatever normalises the path later cannot take it out from under the base.
  */
 export function isPlainPath(target: string): boolean {
+  // Most targets have no dot, percent sign or backslash in their path: nothing to look into.
+  if (NOTHING_TO_RESOLVE.test(target)) return true;
   const query = target.indexOf("?");
   const path = query < 0 ? target : target.slice(0, query);
   if (!path.startsWith("/") || path.includes("\\") || /%(2f|5c)/i.test(path)) return false;
@@ -50,3 +52,6 @@ export function isPlainPath(target: string): boolean {
   }
   return true;
 }
+
+/** An origin-form path without a dot, percent sign or backslash (then a query or the end): plain at a glance. */
+const NOTHING_TO_RESOLVE = /^\/[^?.%\\]*(?:\?|$)/;
