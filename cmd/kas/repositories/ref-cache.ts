@@ -113,7 +113,9 @@ export class RefCache {
     const entry = this.#entries.get(key);
     const at = this.#now();
     if (entry) {
-      const hit = at - entry.at < this.#maxAgeMs && (await currentSignature(entry)) === entry.signature;
+      // A clock set back expires it too: its age is unknown.
+      const young = at >= entry.at && at - entry.at < this.#maxAgeMs;
+      const hit = young && (await currentSignature(entry)) === entry.signature;
       // Meanwhile the entry may have been replaced (a concurrent miss) or dropped: leave those be.
       if (this.#entries.get(key) === entry) {
         this.#entries.delete(key);

@@ -449,18 +449,13 @@ describe("local git: repository states and failures", () => {
         limited.resolveRef(local(repo.path), {}, { agentId: "1", signal: AbortSignal.abort() }),
         "aborted",
       );
+      // Commit lookups go to git at once: a ref lookup first reads its files (ref-cache.ts), so
+      // concurrent ones can reach the git slot in any order.
+      const commit = { commit: await repo.git(["rev-parse", "main"]) };
       const ac = new AbortController();
-      const running = limited.resolveRef(
-        local(repo.path),
-        { branch: "main" },
-        { agentId: "1", signal: ac.signal },
-      );
-      const queued = limited.resolveRef(
-        local(repo.path),
-        { branch: "main" },
-        { agentId: "1", signal: ac.signal },
-      );
-      const unrelated = limited.resolveRef(local(repo.path), { branch: "main" }, ctx);
+      const running = limited.resolveRef(local(repo.path), commit, { agentId: "1", signal: ac.signal });
+      const queued = limited.resolveRef(local(repo.path), commit, { agentId: "1", signal: ac.signal });
+      const unrelated = limited.resolveRef(local(repo.path), commit, ctx);
       setTimeout(() => ac.abort(), 50);
       await rejectsWith(running, "aborted", /abandoned/);
       await rejectsWith(queued, "aborted", /waiting for a git process slot/);
@@ -717,7 +712,7 @@ describe("local git: ref answers kept while git's ref files are unchanged", () =
       expect([await poll("a"), await poll("b"), await poll("c")]).toEqual([0, 0, 1]);
     });
 
-    it("an answer older than maxAgeMs is looked up again, files unchanged or not", async () => {
+    it("an answer older than maxAgeMs (or kept at a later clock time) is looked up again, files unchanged or not", async () => {
       const r = reader({ maxAgeMs: 60_000 });
       await r.resolveRef(loc, { branch: "a" }, ctx);
       await r.resolveRef(loc, {}, ctx);
@@ -728,6 +723,11 @@ describe("local git: ref answers kept while git's ref files are unchanged", () =
       now += 1;
       await r.resolveRef(loc, { branch: "a" }, ctx);
       await r.resolveRef(loc, {}, ctx);
+      await r.resolveRef(loc, { branch: "a" }, ctx);
+      await r.resolveRef(loc, {}, ctx);
+      expect(await spawned()).toHaveLength(2);
+      // A clock set back: the answers' age is unknown.
+      now -= 1;
       await r.resolveRef(loc, { branch: "a" }, ctx);
       await r.resolveRef(loc, {}, ctx);
       expect(await spawned()).toHaveLength(2);
