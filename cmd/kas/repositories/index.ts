@@ -26,7 +26,10 @@ export function createRepositories(options: {
     burst: s.bucketSize,
   });
   const limited = new RateLimitedRepositories(
-    new RepositoriesByBackend({ gitaly: new GitalyRepositories(), local: new LocalGitRepositories() }),
+    new RepositoriesByBackend({
+      gitaly: new GitalyRepositories(),
+      local: new LocalGitRepositories({ registry: options.registry }),
+    }),
     {
       processGlobal: spec(gitaly.globalApiRateLimit),
       perServer: spec(gitaly.perServerApiRateLimit),

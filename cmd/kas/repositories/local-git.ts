@@ -1,6 +1,8 @@
 // The embedded default backend: plain git repositories (bare or not) on local disk, read with the
 // git CLI. Untrusted names reach git only after git-names.ts has checked them, and object lookups
-// go through `cat-file --batch-check` on stdin, where nothing can be read as an option.
+// go through `cat-file --batch-check` on stdin, where nothing can be read as an option. A ref whose
+// files have not changed since the last lookup is answered without git (ref-cache.ts).
+import { Counter, type Registry } from "prom-client";
 import {
   type RefSelector,
   type RepositoryCallContext,
@@ -20,11 +22,18 @@ import {
   parseLsTree,
 } from "./git-output.ts";
 import { GitRunner, type GitRunnerOptions } from "./git-runner.ts";
+import { type HeadState, RefCache, type RefCacheOptions } from "./ref-cache.ts";
 
 export interface LocalGitOptions extends GitRunnerOptions {
   /** Largest tree listing (`ls-tree` output) accepted, bytes; more -> `too_large`. Default 16 MiB. */
   maxListBytes?: number;
+  /** Ref answers kept while their files are unchanged (ref-cache.ts). */
+  refCache?: RefCacheOptions;
+  /** Where `kas_repository_local_ref_lookups_total{result}` goes; none without it. */
+  registry?: Registry;
 }
+
+type RefResult = "hit" | "miss" | "uncached";
 
 // Small answers (refs, batch-check lines) have a small bound.
 const SMALL_OUTPUT = 64 * 1024;
@@ -32,10 +41,23 @@ const SMALL_OUTPUT = 64 * 1024;
 export class LocalGitRepositories implements RepositoryReader {
   readonly #git: GitRunner;
   readonly #maxListBytes: number;
+  readonly #refs: RefCache;
+  readonly #refLookups: Counter<"result"> | undefined;
 
   constructor(opts: LocalGitOptions = {}) {
     this.#git = new GitRunner(opts);
     this.#maxListBytes = opts.maxListBytes ?? 16 * 1024 * 1024;
+    this.#refs = new RefCache(opts.refCache);
+    const { registry } = opts;
+    this.#refLookups =
+      registry &&
+      ((registry.getSingleMetric("kas_repository_local_ref_lookups_total") as Counter<"result">) ??
+        new Counter({
+          name: "kas_repository_local_ref_lookups_total",
+          help: "Branch, tag and default-branch lookups in local git repositories: hit (files unchanged, no git process), miss (git ran, answer kept), uncached (git ran, answer not kept: a worktree, a symbolic ref, a ref changed within seconds).",
+          labelNames: ["result"],
+          registers: [registry],
+        }));
   }
 
   async resolveRef(
@@ -51,20 +73,27 @@ export class LocalGitRepositories implements RepositoryReader {
       if (object!.type !== "commit") throw notACommit(repo, `object ${id}`, object!.type);
       return id;
     }
-    if ("branch" in ref)
-      return this.#resolveExact(repo, `refs/heads/${checkRefName("branch", ref.branch)}`, ctx);
-    if ("tag" in ref) return this.#resolveExact(repo, `refs/tags/${checkRefName("tag", ref.tag)}`, ctx);
-    // The default branch is where HEAD points; a detached HEAD (a bare mirror) is its own commit.
-    const head = await this.#git.run({
-      repo,
-      args: ["symbolic-ref", "-q", "HEAD"],
-      maxBytes: SMALL_OUTPUT,
-      okExitCodes: [1],
-      signal: ctx.signal,
-    });
-    if (head.exitCode === 0) return this.#resolveExact(repo, head.stdout.toString("utf8").trim(), ctx);
-    const [object] = await this.#batchCheck(repo, ["HEAD^{commit}"], ctx);
-    return object!.found ? object!.oid : undefined;
+    const refname =
+      "branch" in ref
+        ? `refs/heads/${checkRefName("branch", ref.branch)}`
+        : "tag" in ref
+          ? `refs/tags/${checkRefName("tag", ref.tag)}`
+          : "HEAD";
+    // A kept answer needs no git process, whose signal would have said so.
+    if (ctx.signal?.aborted) throw new RepositoryError("aborted", `ref lookup in ${repo}: abandoned`);
+    const lookup = await this.#refs.lookup(repo, refname);
+    if (lookup.hit) {
+      this.#refLookups?.inc({ result: "hit" });
+      return lookup.oid;
+    }
+    const { probe } = lookup;
+    const oid =
+      refname === "HEAD"
+        ? await this.#resolveHead(repo, probe.head, ctx)
+        : await this.#resolveExact(repo, refname, ctx);
+    const result: RefResult = this.#refs.keep(probe, oid) ? "miss" : "uncached";
+    this.#refLookups?.inc({ result });
+    return oid;
   }
 
   async readFile(
@@ -178,6 +207,33 @@ export class LocalGitRepositories implements RepositoryReader {
     const [c, entry] = await this.#batchCheck(repo, [`${commit}^{commit}`, `${commit}:${path}`], ctx);
     if (!c!.found) throw new RepositoryError("failed", `no commit ${commit} in ${repo}`);
     return entry!;
+  }
+
+  /**
+   * The default branch is where HEAD points; a detached HEAD (a bare mirror) is its own commit.
+   * `head` is what the HEAD file held when it could be read (a regular file of the files backend,
+   * naming a ref that is not itself symbolic): then one git process, else two.
+   * Equivalent: `symbolic-ref -q HEAD` reads that same file and prints the ref it names (following
+   * symbolic refs, which `head` excludes), or exits 1 for a commit id. A single `cat-file` of
+   * `HEAD^{commit}` is not: on an unborn HEAD, git's DWIM rules go on to refs/tags/HEAD,
+   * refs/heads/HEAD, refs/remotes/HEAD/HEAD and answer with one of those.
+   */
+  async #resolveHead(repo: string, head: HeadState | undefined, ctx: RepositoryCallContext) {
+    let ref: string | undefined;
+    if (head) ref = "ref" in head ? head.ref : undefined;
+    else {
+      const found = await this.#git.run({
+        repo,
+        args: ["symbolic-ref", "-q", "HEAD"],
+        maxBytes: SMALL_OUTPUT,
+        okExitCodes: [1],
+        signal: ctx.signal,
+      });
+      if (found.exitCode === 0) ref = found.stdout.toString("utf8").trim();
+    }
+    if (ref !== undefined) return this.#resolveExact(repo, ref, ctx);
+    const [object] = await this.#batchCheck(repo, ["HEAD^{commit}"], ctx);
+    return object!.found ? object!.oid : undefined;
   }
 
   /** The commit the exact ref `refname` points at (annotated tags peeled), or undefined. */

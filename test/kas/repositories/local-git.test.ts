@@ -2,7 +2,8 @@
 import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Registry } from "prom-client";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { LocalGitRepositories } from "../../../cmd/kas/repositories/local-git.ts";
 import {
   RepositoryError,
@@ -448,18 +449,13 @@ describe("local git: repository states and failures", () => {
         limited.resolveRef(local(repo.path), {}, { agentId: "1", signal: AbortSignal.abort() }),
         "aborted",
       );
+      // Commit lookups go to git at once: a ref lookup first reads its files (ref-cache.ts), so
+      // concurrent ones can reach the git slot in any order.
+      const commit = { commit: await repo.git(["rev-parse", "main"]) };
       const ac = new AbortController();
-      const running = limited.resolveRef(
-        local(repo.path),
-        { branch: "main" },
-        { agentId: "1", signal: ac.signal },
-      );
-      const queued = limited.resolveRef(
-        local(repo.path),
-        { branch: "main" },
-        { agentId: "1", signal: ac.signal },
-      );
-      const unrelated = limited.resolveRef(local(repo.path), { branch: "main" }, ctx);
+      const running = limited.resolveRef(local(repo.path), commit, { agentId: "1", signal: ac.signal });
+      const queued = limited.resolveRef(local(repo.path), commit, { agentId: "1", signal: ac.signal });
+      const unrelated = limited.resolveRef(local(repo.path), commit, ctx);
       setTimeout(() => ac.abort(), 50);
       await rejectsWith(running, "aborted", /abandoned/);
       await rejectsWith(queued, "aborted", /waiting for a git process slot/);
@@ -485,6 +481,299 @@ describe("local git: repository states and failures", () => {
       await chmod(hung, 0o755);
       const impatient = new LocalGitRepositories({ gitBinary: hung, timeoutMs: 100 });
       await rejectsWith(impatient.resolveRef(local(repo.path), {}, ctx), "aborted", /timed out after 100 ms/);
+    });
+  });
+});
+
+describe("local git: ref answers kept while git's ref files are unchanged", () => {
+  let dir: string;
+  let gitBinary: string;
+  let log: string;
+  let hook: string;
+  // An hour ahead: the repositories' files, just written, look settled (a file changed within
+  // seconds is not trusted); tests move it on to expire answers.
+  let now: number;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "local-git-refs-"));
+    log = join(dir, "spawns.log");
+    hook = join(dir, "after-git.sh");
+    gitBinary = join(dir, "counting-git");
+    // Logs every spawn (its command: after "-C <repo>"); runs the hook script (once) after git, while kas has not yet had the answer.
+    await writeFile(
+      gitBinary,
+      `#!/bin/sh\necho "$3" >> "${log}"\ngit "$@"\nrc=$?\nif [ -f "${hook}" ]; then sh "${hook}"; rm -f "${hook}"; fi\nexit $rc\n`,
+    );
+    await chmod(gitBinary, 0o755);
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+  beforeEach(async () => {
+    now = Date.now() + 3_600_000;
+    await writeFile(log, "");
+  });
+
+  const reader = (refCache: { maxEntries?: number; maxAgeMs?: number } = {}, registry?: Registry) =>
+    new LocalGitRepositories({
+      gitBinary,
+      refCache: { now: () => now, ...refCache },
+      ...(registry && { registry }),
+    });
+  /** The git commands run since the last call (first argument of each). */
+  const spawned = async (): Promise<string[]> => {
+    const lines = (await readFile(log, "utf8")).split("\n").filter(Boolean);
+    await writeFile(log, "");
+    return lines;
+  };
+
+  describe.each([{ bare: true }, { bare: false }])("bare: $bare", ({ bare }) => {
+    let repo: GitRepo;
+    let loc: RepositoryLocation;
+    let c1: string;
+    let c2: string;
+    beforeEach(async () => {
+      repo = await GitRepo.init({ bare });
+      loc = local(repo.path);
+      c1 = await repo.commit({ a: "1" });
+      c2 = await repo.commit({ a: "2" }, { branch: "other" });
+    });
+    afterEach(async () => {
+      await repo.remove();
+    });
+
+    it("a second poll of an unchanged branch, tag or default branch runs no git; the default branch takes one process", async () => {
+      const r = reader();
+      await repo.tag("v1", c1, "annotated");
+      await spawned();
+      expect(await r.resolveRef(loc, {}, ctx)).toBe(c1);
+      expect(await spawned()).toEqual(["for-each-ref"]);
+      expect(await r.resolveRef(loc, { branch: "other" }, ctx)).toBe(c2);
+      expect(await r.resolveRef(loc, { tag: "v1" }, ctx)).toBe(c1);
+      expect(await r.resolveRef(loc, { branch: "nope" }, ctx)).toBeUndefined();
+      expect(await spawned()).toHaveLength(3);
+      for (let i = 0; i < 3; i++) {
+        expect(await r.resolveRef(loc, {}, ctx)).toBe(c1);
+        expect(await r.resolveRef(loc, { branch: "other" }, ctx)).toBe(c2);
+        expect(await r.resolveRef(loc, { tag: "v1" }, ctx)).toBe(c1);
+        expect(await r.resolveRef(loc, { branch: "nope" }, ctx)).toBeUndefined();
+      }
+      expect(await spawned()).toEqual([]);
+      // A commit id is no ref: looked up every time.
+      expect(await r.resolveRef(loc, { commit: c2 }, ctx)).toBe(c2);
+      expect(await spawned()).toEqual(["cat-file"]);
+      // A kept answer still honours an aborted signal.
+      await rejectsWith(r.resolveRef(loc, {}, { agentId: "1", signal: AbortSignal.abort() }), "aborted");
+    });
+
+    it("a ref moved by update-ref right after a poll is seen (a new file: a new inode)", async () => {
+      const r = reader();
+      for (const [selector, refname] of [
+        [{}, `refs/heads/${repo.initialBranch}`],
+        [{ branch: "other" }, "refs/heads/other"],
+      ] as const) {
+        const before = await r.resolveRef(loc, selector, ctx);
+        expect(await r.resolveRef(loc, selector, ctx)).toBe(before);
+        await spawned();
+        const after = before === c1 ? c2 : c1;
+        await repo.git(["update-ref", refname, after]);
+        expect(await r.resolveRef(loc, selector, ctx)).toBe(after);
+        expect(await spawned()).toHaveLength(1);
+      }
+    });
+
+    it("a ref moved while git reads it (after the signature) is seen at the next poll", async () => {
+      const r = reader();
+      for (const [selector, refname] of [
+        [{ branch: "other" }, "refs/heads/other"],
+        [{}, `refs/heads/${repo.initialBranch}`],
+      ] as const) {
+        const before = await repo.git(["rev-parse", refname]);
+        const after = before === c1 ? c2 : c1;
+        await writeFile(hook, `git -C "${repo.path}" update-ref ${refname} ${after}\n`);
+        // The answer of the git run, before the move.
+        expect(await r.resolveRef(loc, selector, ctx)).toBe(before);
+        expect(await r.resolveRef(loc, selector, ctx)).toBe(after);
+        expect(await r.resolveRef(loc, selector, ctx)).toBe(after);
+        expect(await spawned()).toHaveLength(2);
+      }
+    });
+
+    it("pack-refs, then a move; a packed ref deleted; a loose ref deleted", async () => {
+      const r = reader();
+      expect(await r.resolveRef(loc, { branch: "other" }, ctx)).toBe(c2);
+      await repo.git(["pack-refs", "--all"]);
+      expect(await r.resolveRef(loc, { branch: "other" }, ctx)).toBe(c2);
+      await spawned();
+      expect(await r.resolveRef(loc, { branch: "other" }, ctx)).toBe(c2);
+      expect(await spawned()).toEqual([]);
+      // Only in packed-refs: deleting it rewrites packed-refs alone.
+      await repo.git(["update-ref", "-d", "refs/heads/other"]);
+      expect(await r.resolveRef(loc, { branch: "other" }, ctx)).toBeUndefined();
+      // Packed, then moved (a loose file again).
+      await repo.git(["update-ref", "refs/heads/other", c2]);
+      await repo.git(["pack-refs", "--all"]);
+      expect(await r.resolveRef(loc, { branch: "other" }, ctx)).toBe(c2);
+      expect(await r.resolveRef(loc, {}, ctx)).toBe(c1);
+      await spawned();
+      await repo.git(["update-ref", "refs/heads/other", c1]);
+      await repo.git(["update-ref", `refs/heads/${repo.initialBranch}`, c2]);
+      expect(await r.resolveRef(loc, { branch: "other" }, ctx)).toBe(c1);
+      expect(await r.resolveRef(loc, {}, ctx)).toBe(c2);
+      expect(await spawned()).toHaveLength(2);
+      // A loose ref deleted (packed-refs no longer has it either).
+      expect(await r.resolveRef(loc, { branch: "other" }, ctx)).toBe(c1);
+      await repo.git(["update-ref", "-d", "refs/heads/other"]);
+      expect(await r.resolveRef(loc, { branch: "other" }, ctx)).toBeUndefined();
+    });
+
+    it("HEAD re-pointed to another branch, or detached, is seen", async () => {
+      const r = reader();
+      expect(await r.resolveRef(loc, {}, ctx)).toBe(c1);
+      expect(await r.resolveRef(loc, {}, ctx)).toBe(c1);
+      await repo.git(["symbolic-ref", "HEAD", "refs/heads/other"]);
+      expect(await r.resolveRef(loc, {}, ctx)).toBe(c2);
+      await repo.git(["update-ref", "--no-deref", "HEAD", c1]);
+      await spawned();
+      expect(await r.resolveRef(loc, {}, ctx)).toBe(c1);
+      expect(await r.resolveRef(loc, {}, ctx)).toBe(c1);
+      // Detached: one process, and kept.
+      expect(await spawned()).toEqual(["cat-file"]);
+      await repo.git(["update-ref", "--no-deref", "HEAD", c2]);
+      expect(await r.resolveRef(loc, {}, ctx)).toBe(c2);
+      await repo.git(["symbolic-ref", "HEAD", `refs/heads/${repo.initialBranch}`]);
+      expect(await r.resolveRef(loc, {}, ctx)).toBe(c1);
+    });
+
+    it("a symbolic branch ref is not kept: moving its target is seen", async () => {
+      const r = reader();
+      await repo.git(["symbolic-ref", "refs/heads/alias", "refs/heads/other"]);
+      expect(await r.resolveRef(loc, { branch: "alias" }, ctx)).toBe(c2);
+      await repo.git(["update-ref", "refs/heads/other", c1]);
+      expect(await r.resolveRef(loc, { branch: "alias" }, ctx)).toBe(c1);
+      // HEAD -> alias -> other: symbolic-ref and for-each-ref on every poll, as before.
+      await repo.git(["symbolic-ref", "HEAD", "refs/heads/alias"]);
+      await spawned();
+      expect(await r.resolveRef(loc, {}, ctx)).toBe(c1);
+      await repo.git(["update-ref", "refs/heads/other", c2]);
+      expect(await r.resolveRef(loc, {}, ctx)).toBe(c2);
+      expect(await spawned()).toEqual(["symbolic-ref", "for-each-ref", "symbolic-ref", "for-each-ref"]);
+    });
+  });
+
+  it("a linked worktree (`.git` a file) is not kept: its refs live in the main repository", async () => {
+    const repo = await GitRepo.init();
+    try {
+      const c1 = await repo.commit({ a: "1" });
+      const c2 = await repo.commit({ a: "2" });
+      const wt = join(repo.dir, "wt");
+      await repo.git(["worktree", "add", "-q", "-b", "wt", wt, c1]);
+      const r = reader();
+      await spawned();
+      expect(await r.resolveRef(local(wt), {}, ctx)).toBe(c1);
+      expect(await r.resolveRef(local(wt), { branch: "wt" }, ctx)).toBe(c1);
+      await repo.git(["update-ref", "refs/heads/wt", c2]);
+      expect(await r.resolveRef(local(wt), {}, ctx)).toBe(c2);
+      expect(await r.resolveRef(local(wt), { branch: "wt" }, ctx)).toBe(c2);
+      expect(await spawned()).toEqual([
+        "symbolic-ref",
+        "for-each-ref",
+        "for-each-ref",
+        "symbolic-ref",
+        "for-each-ref",
+        "for-each-ref",
+      ]);
+    } finally {
+      await repo.remove();
+    }
+  });
+
+  describe("bounds", () => {
+    let repo: GitRepo;
+    let loc: RepositoryLocation;
+    beforeAll(async () => {
+      repo = await GitRepo.init({ bare: true });
+      loc = local(repo.path);
+      const c = await repo.commit({ a: "1" });
+      for (const b of ["a", "b", "c"]) await repo.branch(b, c);
+    });
+    afterAll(async () => {
+      await repo.remove();
+    });
+
+    it("answers past maxEntries are dropped, least recently used first", async () => {
+      const r = reader({ maxEntries: 2 });
+      const poll = async (branch: string) => {
+        await r.resolveRef(loc, { branch }, ctx);
+        return (await spawned()).length;
+      };
+      expect([await poll("a"), await poll("b"), await poll("a"), await poll("b")]).toEqual([1, 1, 0, 0]);
+      // a is the least recently used: c takes its place.
+      expect([await poll("a"), await poll("c"), await poll("a"), await poll("b")]).toEqual([0, 1, 0, 1]);
+      expect([await poll("a"), await poll("b"), await poll("c")]).toEqual([0, 0, 1]);
+    });
+
+    it("an answer older than maxAgeMs (or kept at a later clock time) is looked up again, files unchanged or not", async () => {
+      const r = reader({ maxAgeMs: 60_000 });
+      await r.resolveRef(loc, { branch: "a" }, ctx);
+      await r.resolveRef(loc, {}, ctx);
+      now += 59_999;
+      await r.resolveRef(loc, { branch: "a" }, ctx);
+      await r.resolveRef(loc, {}, ctx);
+      expect(await spawned()).toHaveLength(2);
+      now += 1;
+      await r.resolveRef(loc, { branch: "a" }, ctx);
+      await r.resolveRef(loc, {}, ctx);
+      await r.resolveRef(loc, { branch: "a" }, ctx);
+      await r.resolveRef(loc, {}, ctx);
+      expect(await spawned()).toHaveLength(2);
+      // A clock set back: the answers' age is unknown.
+      now -= 1;
+      await r.resolveRef(loc, { branch: "a" }, ctx);
+      await r.resolveRef(loc, {}, ctx);
+      expect(await spawned()).toHaveLength(2);
+    });
+
+    it("a ref file changed within seconds is not trusted (coarse timestamps): looked up until it settles", async () => {
+      const r = reader();
+      now = Date.now();
+      await repo.branch("fresh", await repo.git(["rev-parse", "a"]));
+      await r.resolveRef(loc, { branch: "fresh" }, ctx);
+      await r.resolveRef(loc, { branch: "fresh" }, ctx);
+      expect(await spawned()).toHaveLength(2);
+      now += 10_000;
+      await r.resolveRef(loc, { branch: "fresh" }, ctx);
+      await r.resolveRef(loc, { branch: "fresh" }, ctx);
+      expect(await spawned()).toHaveLength(1);
+    });
+
+    it("a detached HEAD naming a missing commit is not kept (the object may arrive)", async () => {
+      const bare = await GitRepo.init({ bare: true });
+      try {
+        await writeFile(join(bare.path, "HEAD"), `${"1".repeat(40)}\n`);
+        const r = reader();
+        expect(await r.resolveRef(local(bare.path), {}, ctx)).toBeUndefined();
+        expect(await r.resolveRef(local(bare.path), {}, ctx)).toBeUndefined();
+        expect(await spawned()).toEqual(["cat-file", "cat-file"]);
+      } finally {
+        await bare.remove();
+      }
+    });
+
+    it("kas_repository_local_ref_lookups_total counts hits, misses and uncached lookups", async () => {
+      const registry = new Registry();
+      const r = reader({}, registry);
+      await r.resolveRef(loc, { branch: "b" }, ctx);
+      await r.resolveRef(loc, { branch: "b" }, ctx);
+      await r.resolveRef(loc, { branch: "b" }, ctx);
+      await repo.git(["symbolic-ref", "refs/heads/sym", "refs/heads/a"]);
+      await r.resolveRef(loc, { branch: "sym" }, ctx);
+      const values = (await registry.getSingleMetric("kas_repository_local_ref_lookups_total")?.get())
+        ?.values;
+      expect(Object.fromEntries(values!.map((v) => [v.labels.result, v.value]))).toEqual({
+        miss: 1,
+        hit: 2,
+        uncached: 1,
+      });
     });
   });
 });
