@@ -223,7 +223,7 @@ async function readSmall(
 }
 
 /** What a files-backend HEAD holds: a ref under refs/ with a name git accepts (so its path stays in gitdir), or a commit id. */
-function headState(text: string): HeadState | undefined {
+export function headState(text: string): HeadState | undefined {
   const sym = /^ref: (refs\/\S+)\n?$/.exec(text);
   if (sym) return refNameProblem(sym[1]!.slice("refs/".length)) ? undefined : { ref: sym[1]! };
   return /^(?:[0-9a-f]{40}|[0-9a-f]{64})\n?$/.test(text) ? { detached: true } : undefined;
