@@ -58,9 +58,9 @@ export function endToEndLines(
   raw: readonly string[],
   o: { upgrade?: boolean; drop?: (lowerName: string) => boolean } = {},
 ): string[] {
-  let connection: string[] | undefined;
+  const connection: string[] = [];
   for (let i = 0; i < raw.length; i += 2)
-    if (raw[i]!.toLowerCase() === "connection") (connection ??= []).push(raw[i + 1]!);
+    if (raw[i]!.toLowerCase() === "connection") connection.push(raw[i + 1]!);
   const tokens = listedTokens(connection);
   const out: string[] = [];
   for (let i = 0; i < raw.length; i += 2) {
@@ -77,12 +77,12 @@ const NO_TOKENS: ReadonlySet<string> = new Set();
 const CLOSE: ReadonlySet<string> = new Set(["close"]);
 
 /**
- * {@link connectionTokens} of a message's Connection values (undefined: none), as far as they
+ * {@link connectionTokens} of a message's Connection values, as far as they
  * matter beside {@link HOP_BY_HOP}: the usual lone `keep-alive` (hop-by-hop anyway) or `close`
  * are answered without parsing or a new Set, on every request and response of both proxies.
  */
-function listedTokens(values: readonly string[] | undefined): ReadonlySet<string> {
-  if (values === undefined) return NO_TOKENS;
+function listedTokens(values: readonly string[]): ReadonlySet<string> {
+  if (values.length === 0) return NO_TOKENS;
   if (values.length === 1) {
     const v = values[0]!;
     if (v === "keep-alive" || v === "Keep-Alive") return NO_TOKENS;
@@ -111,12 +111,12 @@ export function linesToHeaders(lines: readonly string[]): OutgoingHttpHeaders {
  */
 export function endToEnd(headers: IncomingHttpHeaders | OutgoingHttpHeaders): OutgoingHttpHeaders {
   const names = Object.keys(headers);
-  let connection: string[] | undefined;
+  const connection: string[] = [];
   for (const name of names) {
     const value = headers[name];
     if (value === undefined || name.toLowerCase() !== "connection") continue;
-    if (Array.isArray(value)) for (const v of value) (connection ??= []).push(String(v));
-    else (connection ??= []).push(String(value));
+    if (Array.isArray(value)) for (const v of value) connection.push(String(v));
+    else connection.push(String(value));
   }
   const tokens = listedTokens(connection);
   const out: OutgoingHttpHeaders = {};
