@@ -26,6 +26,7 @@ import { markdownTable, percentile, round } from "../lib/stats.ts";
 import { parseModules } from "../scale/agent-modules.ts";
 import { selfTime } from "../scale/cpu-summary.ts";
 import { probe as probeStep } from "../scale/measure.ts";
+import { cpuSeconds, machineCpuSeconds } from "../scale/proc.ts";
 import { PROBE_TOKEN, startHerdCluster } from "./cluster.ts";
 import { startKubeProbe } from "./kube-probe.ts";
 import type { AgentsMessage, AgentsPlan, HerdReport } from "./protocol.ts";
@@ -178,6 +179,9 @@ try {
   const redisBefore = await redisCalls(cluster.redis.port);
   const redisBaseline = callsBetween(redisAtStart, redisBefore);
   if (PROFILE === "cpu") await probeStep(survivor.child.pid!, dir, 0); // the profiler starts
+  // What else was busy during the herd: the process playing every agent, and the whole machine.
+  const agentsCpuBefore = cpuSeconds(agentsProc.pid!);
+  const machineBefore = machineCpuSeconds();
   agentsProc.send("mark");
   const kill = performance.now();
   cluster.kas[0]!.child.kill("SIGKILL");
@@ -190,6 +194,11 @@ try {
   }
   const herdEnd = performance.now();
   const herdStats = await stats.window();
+  const herdS = (herdEnd - kill) / 1000;
+  const agentsShare = (cpuSeconds(agentsProc.pid!) - agentsCpuBefore) / herdS;
+  const machineAfter = machineCpuSeconds();
+  // /proc/stat counts every core: the share of one core is busy seconds per wall second.
+  const machineShare = (machineAfter.busy - machineBefore.busy) / herdS;
   const redisDuring = callsBetween(redisBefore, await redisCalls(cluster.redis.port));
   if (PROFILE === "cpu") await summariseProfile("the herd");
   await probe.stop();
@@ -268,6 +277,12 @@ try {
       cpu_share: { before: round(baselineStats.cpuShare, 2), during: round(herdStats.cpuShare, 2) },
       cpu_ms_per_agent_back: round((herdStats.cpuSeconds * 1000) / Math.max(1, r.backMs.length), 2),
     },
+    /** Cores busy during the herd: the agents' process, and the whole machine (of its cores). */
+    during_herd_cores_busy: {
+      agents_process: round(agentsShare, 2),
+      machine: round(machineShare, 2),
+      machine_cores: cpus().length,
+    },
     redis_commands: {
       baseline: Object.fromEntries(redisBaseline),
       during_herd: Object.fromEntries(redisDuring),
@@ -336,6 +351,11 @@ try {
           [
             "surviving replica: CPU ms per agent back (the herd's CPU time / agents back)",
             result.survivor.cpu_ms_per_agent_back,
+            "-",
+          ],
+          [
+            "during the herd, cores busy: the agents' process / the whole machine (of its cores)",
+            `${result.during_herd_cores_busy.agents_process} / ${result.during_herd_cores_busy.machine} (of ${result.during_herd_cores_busy.machine_cores})`,
             "-",
           ],
           [

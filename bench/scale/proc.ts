@@ -31,6 +31,19 @@ export function cpuSeconds(pid: number): number {
   return (utime + stime) / CLK_TCK;
 }
 
+/** The machine's CPU time in seconds from /proc/stat: busy (all but idle and iowait) and in all. */
+export function machineCpuSeconds(): { busy: number; total: number } {
+  const fields = readFileSync("/proc/stat", "utf8")
+    .split("\n", 1)[0]!
+    .trim()
+    .split(/\s+/)
+    .slice(1)
+    .map(Number);
+  const total = fields.reduce((a, b) => a + b, 0);
+  const idle = (fields[3] ?? 0) + (fields[4] ?? 0);
+  return { busy: (total - idle) / CLK_TCK, total: total / CLK_TCK };
+}
+
 /** Open file descriptors of a process. */
 export function openFds(pid: number): number {
   return readdirSync(`/proc/${pid}/fd`).length;
