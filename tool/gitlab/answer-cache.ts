@@ -55,9 +55,9 @@ export class AnswerCache<V, E extends Error> {
    * refusal. `signal` may be a function that makes it: called only when there is a wait to stop,
    * so a caller answered from the cache never pays for an AbortSignal.
    */
-  async get(key: string, lookup: () => Promise<V>, signal?: AbortSignal | (() => AbortSignal)): Promise<V> {
+  async get(key: string, lookup: () => Promise<V>, signal?: LazySignal): Promise<V> {
     const outcome = await (this.#cached(key) ??
-      untilAborted(this.#fetch(key, lookup), typeof signal === "function" ? signal() : signal));
+      untilAborted(this.#fetch(key, lookup), signal === undefined ? undefined : signalOf(signal)));
     if ("error" in outcome) throw outcome.error;
     return outcome.value;
   }
@@ -96,6 +96,14 @@ export class AnswerCache<V, E extends Error> {
 }
 
 /** `promise`, or a rejection with the signal's reason once it aborts (the promise itself goes on). */
+/** An AbortSignal, or a function that makes one: called only when there is a wait to stop. */
+export type LazySignal = AbortSignal | (() => AbortSignal);
+
+/** The signal of `lazy`, made now if it is a function. */
+export function signalOf(lazy: LazySignal): AbortSignal {
+  return typeof lazy === "function" ? lazy() : lazy;
+}
+
 export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
   if (signal === undefined) return promise;
   if (signal.aborted) return Promise.reject(signal.reason);

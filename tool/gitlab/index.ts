@@ -20,7 +20,13 @@ export {
   type ImpersonateConfig,
   parseAllowedAgentsResponse,
 } from "./allowed-agents.ts";
-export { AnswerCache, type AnswerCacheOptions, untilAborted } from "./answer-cache.ts";
+export {
+  AnswerCache,
+  type AnswerCacheOptions,
+  type LazySignal,
+  signalOf,
+  untilAborted,
+} from "./answer-cache.ts";
 export {
   AUTHORIZE_PROXY_USER_PATH,
   authorizeProxyUser,

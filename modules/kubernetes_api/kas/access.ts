@@ -1,4 +1,5 @@
 import type { IncomingMessage } from "node:http";
+import type { LazySignal } from "../../../tool/gitlab/index.ts";
 import { encodeIdentity, type Impersonation } from "../identity.ts";
 
 /** Whose cluster a proxied request goes to, and as whom. */
@@ -35,12 +36,7 @@ export class ProxyAccessError extends Error {
  * one, called only when there is a wait (most requests are answered from the cache: making a
  * signal for each cost kas's proxy a few µs per request).
  */
-export type ClientLeaving = AbortSignal | (() => AbortSignal);
-
-/** The signal of `leaving`, made now if it is a function. */
-export function signalOf(leaving: ClientLeaving): AbortSignal {
-  return typeof leaving === "function" ? leaving() : leaving;
-}
+export type ClientLeaving = LazySignal;
 
 /**
  * Decides who may reach which cluster through the proxy, and as whom (`authorizeProxyRequest`:

@@ -5,13 +5,8 @@
 // user_access and carries its access_as. GitLab's copy of the configuration is the one kas posts
 // (agent_configuration). kas does not check again with its own copy: GitLab's answer has no paths
 // and no environment name to check with, and a second opinion could only refuse what GitLab allows.
-import {
-  type AuthorizeProxyRequest,
-  type ProxyAccess,
-  ProxyAccessError,
-  proxyAccess,
-  signalOf,
-} from "./access.ts";
+import { signalOf } from "../../../tool/gitlab/index.ts";
+import { type AuthorizeProxyRequest, type ProxyAccess, ProxyAccessError, proxyAccess } from "./access.ts";
 import { parseProxyCredentials } from "./credentials.ts";
 import type { AllowedAgentsForJob, Impersonation, ProxyGitLab } from "./gitlab-answers.ts";
 import { ciJobIdentity, ciUserIdentity, userIdentity } from "./impersonation.ts";

@@ -38,7 +38,6 @@ export class GitLabProxyAuthorization implements ProxyGitLab {
 
   allowedAgentsForJob(jobToken: string, signal?: ClientLeaving): Promise<AllowedAgentsForJob> {
     // Shared by every caller: no single caller's signal may cancel it; the client's deadline bounds it.
-    // The lookup is passed inline: a named closure costs a __name call per request under tsx.
     return this.#jobs.get(
       digest("ci", jobToken),
       () => getAllowedAgentsForJob(this.client, jobToken).catch(toAccessError(false)),

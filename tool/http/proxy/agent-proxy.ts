@@ -6,7 +6,7 @@ import { splice } from "../../../lib/router/index.ts";
 import { Kind, TunnelDispatcher } from "../../../lib/tunnel/index.ts";
 import { ClientGone } from "./client-gone.ts";
 import { endToEnd, endToEndLines, IDENTITY_HEADER } from "./hop-by-hop.ts";
-import { relayBody } from "./relay-body.ts";
+import { hasBody, relayBody } from "./relay-body.ts";
 
 /** Which agent, and which of its services (`kubernetes`, or an allow-listed name such as `prometheus`). */
 export interface AgentTarget {
@@ -171,11 +171,6 @@ export class AgentHttpProxy {
       { signal, deadline: Date.now() + this.#dialTimeoutMs },
     );
   }
-}
-
-/** Whether the request has a body to stream (undici would otherwise announce an empty chunked one). */
-function hasBody(req: IncomingMessage): boolean {
-  return req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
 }
 
 /** Methods whose repetition has the effect of sending them once (RFC 9110 9.2.2). */

@@ -6,7 +6,7 @@ import type { Dispatcher } from "undici";
 import { ClientGone } from "./client-gone.ts";
 import { CLIENT_CLOSED, type ForwardContext, relayableHead } from "./forward-context.ts";
 import { endToEnd } from "./hop-by-hop.ts";
-import { relayBody } from "./relay-body.ts";
+import { hasBody, relayBody } from "./relay-body.ts";
 
 /** The state of one request's response, as the metrics will count it. */
 interface Answer {
@@ -67,15 +67,13 @@ function viaUndici(
   // The client went away (or the stream was reset) before the response finished.
   const gone = new ClientGone(res);
   res.once("close", gone.onClose);
-  const hasBody =
-    req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
   dispatcher
     .request({
       origin: ctx.upstream.url.origin,
       path: options.path!,
       method: req.method as Dispatcher.HttpMethod,
       headers: options.headers as Record<string, string | string[]>,
-      body: hasBody ? req : null,
+      body: hasBody(req) ? req : null,
       signal: gone,
     })
     .then(

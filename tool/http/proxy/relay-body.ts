@@ -1,6 +1,6 @@
 // Relaying a proxied response's body to the client: the two proxies (kas to the agent, agentk to
 // the API server) stream every answer through here, so its per-request cost is on every hop.
-import type { ServerResponse } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Readable } from "node:stream";
 
 /**
@@ -17,48 +17,36 @@ import type { Readable } from "node:stream";
  */
 export function relayBody(body: Readable, res: ServerResponse): Promise<void> {
   return new Promise((resolve, reject) => {
-    // No named closures per call (tsx names each one, esbuild's keepNames): state in one object,
-    // the listeners anonymous, the rest module functions.
-    const relay: Relay = { body, res, reject, settled: false, started: false };
-    body.once("error", (err: Error) => fail(relay, err));
-    res.once("error", (err: Error) => fail(relay, err));
+    let settled = false;
+    const fail = (err: Error) => {
+      if (settled) return;
+      settled = true;
+      body.destroy();
+      res.destroy();
+      reject(err);
+    };
+    body.once("error", fail);
+    res.once("error", fail);
     res.once("close", () => {
       if (!res.writableFinished)
-        fail(relay, new Error("the client closed the connection before the response was complete"));
+        fail(new Error("the client closed the connection before the response was complete"));
     });
     res.once("finish", () => {
-      relay.settled = true;
+      settled = true;
       resolve();
     });
+    let started = false;
     body.once("data", () => {
-      relay.started = true;
+      started = true;
     });
     body.pipe(res);
-    setImmediate(flushIfQuiet, relay);
+    setImmediate(() => {
+      if (!started && !res.writableEnded && !res.destroyed) res.flushHeaders();
+    });
   });
 }
 
-interface Relay {
-  body: Readable;
-  res: ServerResponse;
-  reject: (err: Error) => void;
-  /** Finished or failed: later events change nothing. */
-  settled: boolean;
-  /** The body gave its first chunk (the head goes with it). */
-  started: boolean;
-}
-
-/** The first failure destroys both ends and is the relay's. */
-function fail(relay: Relay, err: Error): void {
-  if (relay.settled) return;
-  relay.settled = true;
-  relay.body.destroy();
-  relay.res.destroy();
-  relay.reject(err);
-}
-
-/** Nothing from the body in this turn of the event loop: the head goes alone, now. */
-function flushIfQuiet(relay: Relay): void {
-  const { res } = relay;
-  if (!relay.started && !res.writableEnded && !res.destroyed) res.flushHeaders();
+/** Whether a request has a body to stream (undici would otherwise announce an empty chunked one on a GET). */
+export function hasBody(req: IncomingMessage): boolean {
+  return req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
 }

@@ -3,8 +3,8 @@
 // for it (Leaving): aborted at once if the client had already left.
 import { afterEach, describe, expect, it } from "vitest";
 import { Router } from "../../../../lib/router/index.ts";
-import { signalOf } from "../../../../modules/kubernetes_api/kas/access.ts";
 import { Leaving, serveKubernetesProxy } from "../../../../modules/kubernetes_api/kas/proxy-server.ts";
+import { signalOf } from "../../../../tool/gitlab/index.ts";
 import { AgentHttpProxy } from "../../../../tool/http/proxy/index.ts";
 
 describe("Leaving", () => {
