@@ -39,10 +39,15 @@ export class Backoff {
     if (!(this.#jitter >= 0 && this.#jitter < 1)) throw new RangeError("backoff: jitter must be in [0, 1)");
   }
 
+  /** The delay `next()` would step to, before jitter. */
+  get upcoming(): number {
+    return this.#current === 0 ? this.#initial : Math.min(this.#current * this.#factor, this.#max);
+  }
+
   /** The delay before the next attempt. */
   next(): number {
     this.attempt++;
-    this.#current = this.#current === 0 ? this.#initial : Math.min(this.#current * this.#factor, this.#max);
+    this.#current = this.upcoming;
     const delay = jittered(this.#current, this.#jitter, this.#random);
     return Math.round(Math.min(this.#max, Math.max(0, delay)));
   }

@@ -28,7 +28,7 @@ export interface TunnelClientOptions {
 
 /** Why the client waits before its next dial, and for how long. */
 export interface RetryInfo {
-  /** Waits since the last stable tunnel, this one included. */
+  /** Steps of the backoff since the last stable tunnel, this wait's included (waits the server scheduled take none). */
   attempt: number;
   delayMs: number;
   /**
@@ -65,7 +65,9 @@ interface TunnelEnd {
 
 /**
  * Keeps one tunnel up. Failed dials, and tunnels that end before they are stable, back off
- * exponentially with jitter; a refused handshake's Retry-After is a floor for the next wait. When the server sends GoAway on a stable tunnel (it is draining), the
+ * exponentially with jitter; a refused handshake's Retry-After is a floor for the next wait, and
+ * one beyond the backoff's next step is waited without stepping it (the server's schedule). When
+ * the server sends GoAway on a stable tunnel (it is draining), the
  * replacement is dialed at once and the old tunnel finishes its streams before it closes
  * (make-before-break), so a server drain loses nothing.
  */
@@ -151,8 +153,12 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> {
   }
 
   async #wait(reason: RetryInfo["reason"], error: Error): Promise<void> {
-    const backoffMs = this.#backoff.next();
     const asked = retryAfterMs(error);
+    // A wait the server asked for beyond the backoff's next step is the server's schedule (kas
+    // spreads a herd over the time it can take them in): kept to, without stepping the backoff,
+    // so an agent refused several times on the way to its turn still comes back when told next,
+    // not after a backoff grown meanwhile. A shorter one (a flat "1") steps it as any failure does.
+    const backoffMs = asked !== undefined && asked > this.#backoff.upcoming ? 0 : this.#backoff.next();
     // Never before the server said, and spread after it: many agents refused in the same second
     // (a limit's minute ending, a replica's restart) must not all come back in the same second.
     const delayMs =

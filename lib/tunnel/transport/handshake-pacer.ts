@@ -8,6 +8,19 @@ const MAX_GAP_MS = 50;
 const BURST = 4;
 /** The rate handshakes go through is averaged over about this long, ms. */
 const RATE_WINDOW_MS = 1000;
+/** The rate the loop let waiters through while it held some back is averaged over about this much of such time, ms. */
+const CAPACITY_WINDOW_MS = 3000;
+/** Less time than this held back, ms, and that rate is not yet trusted. */
+const CAPACITY_MIN_MS = 50;
+/**
+ * Places are given out this much faster than the rate the loop was measured to take waiters at.
+ * The mistakes cost unequally: a place too
+ * early costs the agent a wait in the queue here or one more refusal (a 503 before authentication),
+ * a place too late leaves the loop idle while agents wait out their Retry-After. And the rate
+ * remembered is often a heavier mix than a herd's (agents' first connections fetch and parse
+ * their configuration; a herd's find it cached).
+ */
+const PLACES_AHEAD_OF_RATE = 1.5;
 /** Never told to come back later than this, s. */
 const MAX_RETRY_AFTER_S = 30;
 /** Client addresses (IPv6: /64 prefixes) whose places are kept apart; beyond, new ones share one. */
@@ -44,6 +57,14 @@ export class HandshakePacer {
   /** Handshakes let through per ms, averaged over RATE_WINDOW_MS (decayed from #rateAt). */
   #rate = 0;
   #rateAt = performance.now();
+  /**
+   * What the loop can take: waiters let through, and ms, in the looks that found the queue
+   * waiting and left some of it waiting (decayed by such time only, so a quiet spell keeps it).
+   */
+  #heldPassed = 0;
+  #heldMs = 0;
+  /** When the last look was, if it left some waiting (the next look's interval was held back throughout). */
+  #heldLookAt: number | undefined;
   /** Handshakes refused and told when to come back, not yet due (decayed from #promisedAt at the rate). */
   #promised = 0;
   #promisedAt = performance.now();
@@ -107,9 +128,10 @@ export class HandshakePacer {
   /**
    * For a handshake refused because too many are in progress while some wait here: when to come
    * back, in whole seconds, up to 30. Each refusal takes the next place in a queue behind the
-   * waiting ones, drained at the rate handshakes have been going through, so agents refused
-   * together come back spread over the time it takes, not all in the next second (and then again,
-   * each time later).
+   * waiting ones, drained at the rate the loop has let waiters through while it held some back
+   * (remembered across quiet spells; before it is known, the rate handshakes have been going
+   * through), so agents refused together come back spread over the time it takes, not all in the
+   * next second (and then again, each time later), nor more slowly than the loop can take them.
    *
    * The queue is shared fairly among client addresses (`remoteAddress`, the peer of the TCP
    * connection as this process sees it; IPv6 by /64 prefix, which one subscriber commonly holds
@@ -133,8 +155,13 @@ export class HandshakePacer {
    */
   retryAfterSeconds(remoteAddress?: string): number {
     const now = performance.now();
-    // However busy, one every MAX_GAP_MS goes through: never a slower rate than that.
-    const perMs = Math.max(this.#decayedRate(now), 1 / MAX_GAP_MS);
+    // The rate the loop can take waiters at, as measured while it held some back; not the rate
+    // they have been going through, which the agents told to come back later set themselves: a
+    // herd told to come back at the rate of the last few, each time, would trickle back. However
+    // busy, one every MAX_GAP_MS goes through: never a slower rate than that. Places go out a
+    // little faster than the rate (PLACES_AHEAD_OF_RATE).
+    const perMs =
+      PLACES_AHEAD_OF_RATE * Math.max(this.capacityPerMs ?? 0, this.#decayedRate(now), 1 / MAX_GAP_MS);
     this.#promised = Math.max(0, this.#promised - (now - this.#promisedAt) * perMs) + 1;
     this.#promisedAt = now;
     if (now - this.#sweptAt >= SWEEP_MS) this.#sweep(now);
@@ -187,9 +214,27 @@ export class HandshakePacer {
     this.#timer.unref(); // each handshake's own deadline keeps the process up while it waits
   }
 
+  /**
+   * Waiters the loop can let through per ms at this pacer's share, measured in the looks that left
+   * some waiting; undefined until 50 ms of such looks have been seen.
+   */
+  get capacityPerMs(): number | undefined {
+    return this.#heldMs >= CAPACITY_MIN_MS ? this.#heldPassed / this.#heldMs : undefined;
+  }
+
   readonly #look = (): void => {
     this.#timer = undefined;
+    const now = performance.now();
     const room = Math.min(this.#room(), this.#waiting.length);
+    const held = this.#waiting.length > room;
+    if (held && this.#heldLookAt !== undefined) {
+      // Waiters throughout since the last look, and the loop, not arrivals, set how many went.
+      const ms = now - this.#heldLookAt;
+      const keep = Math.exp(-ms / CAPACITY_WINDOW_MS);
+      this.#heldPassed = this.#heldPassed * keep + room;
+      this.#heldMs = this.#heldMs * keep + ms;
+    }
+    this.#heldLookAt = held ? now : undefined;
     if (room > 0) this.#passed(room);
     for (let i = 0; i < room; i++) this.#waiting.shift()!();
     this.#arm();

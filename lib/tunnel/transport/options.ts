@@ -68,7 +68,7 @@ export interface AcceptorOptions<I> {
    * completes while the loop was busy less than this share of the last few milliseconds, and
    * waits otherwise (within its deadline), one at least every 50 ms. Handshakes refused meanwhile
    * for `maxPendingHandshakes` are told (`Retry-After`) when the queue ahead of them will have gone
-   * through, up to 30 s, instead of 1 s. That queue is shared fairly among client addresses (the
+   * through at the rate the loop has been able to take them, up to 30 s, instead of 1 s. That queue is shared fairly among client addresses (the
    * connection's peer; IPv6 by /64): refused before authentication, a flood from one address
    * pushes back only its own places. In (0, 1]; default 1, no pacing.
    */

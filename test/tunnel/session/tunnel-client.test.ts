@@ -148,6 +148,44 @@ test.each([
   },
 );
 
+test("a Retry-After beyond the backoff's next step is kept to without stepping it; a shorter one, or none, steps it", async () => {
+  vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+  // The server's answers in turn: its schedule three times (2 s, beyond the backoff's 100 ms), then
+  // a refusal with no Retry-After, then one asking less than the backoff's next step.
+  const answers: Array<[number, Record<string, string>]> = [
+    [503, { "retry-after": "2" }],
+    [503, { "retry-after": "2" }],
+    [503, { "retry-after": "2" }],
+    [401, {}],
+    [503, { "retry-after": "0" }],
+  ];
+  const server = await serveTunnels<undefined>({
+    host: "127.0.0.1",
+    authenticate: () => {
+      const [status, headers] = answers.shift() ?? [401, {}];
+      throw new HandshakeRejection(status, "not now", headers);
+    },
+    onSession: (s) => s.destroy(),
+  });
+  cleanup.push(() => server.close(100));
+  const c = client(server, { backoff: { initialMs: 100, maxMs: 10_000, factor: 2, jitter: 0 } });
+  const retries: RetryInfo[] = [];
+  for (let i = 0; i < 5; i++) {
+    const retry = await next(c, "retry");
+    retries.push(retry);
+    vi.advanceTimersByTime(retry.delayMs);
+  }
+  for (const r of retries.slice(0, 3)) {
+    expect(r.retryAfterMs).toBe(2000);
+    expect(r.delayMs).toBeGreaterThanOrEqual(2000);
+    expect(r.delayMs).toBeLessThanOrEqual(2400);
+    expect(r.attempt).toBe(0); // the backoff not stepped
+  }
+  // Then the backoff from where it was: its first step, and its second.
+  expect(retries[3]).toMatchObject({ attempt: 1, delayMs: 100 });
+  expect(retries[4]).toMatchObject({ attempt: 2, delayMs: 200, retryAfterMs: 0 });
+});
+
 /** The next `event` of the client; the deadline is on the real clock, so fake timers do not stop it. */
 async function next<E extends "connected" | "retry" | "stable">(c: TunnelClient, event: E) {
   const [value] = await once(c, event, { signal: AbortSignal.timeout(5000) });

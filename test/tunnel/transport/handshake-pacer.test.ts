@@ -99,12 +99,36 @@ describe("HandshakePacer.retryAfterSeconds", () => {
     await sleep(30);
     const aborts = new AbortController();
     const waiting = Array.from({ length: 80 }, () => pacer.pass(aborts.signal).catch(() => {}));
-    // At no faster than one per 50 ms (20/s), 40 waiting take 2 s: the first refused comes back after them.
-    const told = Array.from({ length: 600 }, () => pacer.retryAfterSeconds());
+    // One per 50 ms (20/s), places given out 1.5 times as fast: the 80 waiting take 2.7 s, and the
+    // first refused comes back after them.
+    const told = Array.from({ length: 1000 }, () => pacer.retryAfterSeconds());
     expect(told[0]).toBeGreaterThanOrEqual(2);
     for (let i = 1; i < told.length; i++) expect(told[i]!).toBeGreaterThanOrEqual(told[i - 1]!);
     expect(new Set(told).size).toBeGreaterThan(10); // spread, not one second for all
     expect(told.at(-1)).toBe(30);
+    aborts.abort(new Error("test over"));
+    await Promise.all(waiting);
+  });
+
+  test("after a quiet spell, refusals are spread at the rate the loop took waiters while it held some back, not the last few seconds' trickle", async () => {
+    const pacer = new HandshakePacer(0.5);
+    await sleep(20);
+    expect(pacer.capacityPerMs).toBeUndefined();
+    // A burst on a quiet loop: up to 4 a look go through, the rest held back for a few hundred ms.
+    const burst = Array.from({ length: 300 }, () => pacer.pass(never));
+    await within(Promise.all(burst), 10_000, "the burst through");
+    const capacity = pacer.capacityPerMs!;
+    expect(capacity * 1000).toBeGreaterThan(100); // per second: far above the floor of one per 50 ms
+    // Quiet long enough for the rate handshakes went through at (averaged over ~1 s) to fall near
+    // the floor: spread at that rate, 600 refusals behind 40 waiting would be told 16 s and more.
+    await sleep(3000);
+    expect(pacer.capacityPerMs).toBe(capacity); // kept across the quiet spell
+    const aborts = new AbortController();
+    const waiting = Array.from({ length: 40 }, () => pacer.pass(aborts.signal).catch(() => {}));
+    const told = Array.from({ length: 600 }, () => pacer.retryAfterSeconds());
+    // 640 places at the measured capacity (hundreds a second) drain within a few seconds.
+    expect(told.at(-1)).toBeLessThanOrEqual(Math.ceil(640 / (capacity * 1000)) + 1);
+    expect(told.at(-1)).toBeLessThan(10);
     aborts.abort(new Error("test over"));
     await Promise.all(waiting);
   });
@@ -128,7 +152,7 @@ describe("HandshakePacer.retryAfterSeconds by client address", () => {
 
   test("a flood of refusals from one address pushes back its own places only: another address is told the next place", async () => {
     const { pacer, done } = waitingPacer(40);
-    const flood = Array.from({ length: 600 }, () => pacer.retryAfterSeconds("203.0.113.7"));
+    const flood = Array.from({ length: 1000 }, () => pacer.retryAfterSeconds("203.0.113.7"));
     // The flood's own places still spread, up to the cap (as agents behind one balancer's address would be).
     expect(new Set(flood).size).toBeGreaterThan(10);
     expect(flood.at(-1)).toBe(30);
@@ -141,16 +165,16 @@ describe("HandshakePacer.retryAfterSeconds by client address", () => {
 
   test("refusals from different addresses each take their own place: told later and later, up to the cap", async () => {
     const { pacer, done } = waitingPacer(40);
-    const told = Array.from({ length: 600 }, (_, i) => pacer.retryAfterSeconds(`10.0.${i >> 8}.${i & 255}`));
+    const told = Array.from({ length: 1000 }, (_, i) => pacer.retryAfterSeconds(`10.0.${i >> 8}.${i & 255}`));
     for (let i = 1; i < told.length; i++) expect(told[i]!).toBeGreaterThanOrEqual(told[i - 1]!);
     expect(new Set(told).size).toBeGreaterThan(10);
     expect(told.at(-1)).toBe(30);
-    expect(pacer.addresses).toBe(600);
+    expect(pacer.addresses).toBe(1000);
     await done();
   });
 
   test(`beyond ${MAX_PLACE_ADDRESSES} addresses holding places, new ones share one`, async () => {
-    const { pacer, done } = waitingPacer(100); // every place at least 5 s away: none comes due meanwhile
+    const { pacer, done } = waitingPacer(150); // every place at least 5 s away: none comes due meanwhile
     for (let i = 0; i < MAX_PLACE_ADDRESSES + 50; i++)
       pacer.retryAfterSeconds(`10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`);
     expect(pacer.addresses).toBe(MAX_PLACE_ADDRESSES + 1);
@@ -159,10 +183,10 @@ describe("HandshakePacer.retryAfterSeconds by client address", () => {
 
   test("an address's places are forgotten once due: the first handshake after the last one empties them all", async () => {
     const pacer = new HandshakePacer(0.5);
-    // No one waiting, nothing let through yet: each place is one 50 ms turn behind the one before.
+    // No one waiting, nothing let through yet: each place is a third of a 50 ms turn behind the one before.
     for (const address of ["192.0.2.1", "192.0.2.2", "192.0.2.3"]) pacer.retryAfterSeconds(address);
     expect(pacer.addresses).toBe(3);
-    await sleep(200); // past the last place, 150 ms away
+    await sleep(200); // past the last place, 100 ms away
     await pacer.pass(never);
     expect(pacer.addresses).toBe(0);
   });
@@ -202,12 +226,12 @@ describe("the acceptor with maxLoopUtilization", () => {
   test("beyond maxPendingHandshakes while handshakes wait for room, the 503s say when to come back, spread, by the client's address", async () => {
     const told = vi.spyOn(HandshakePacer.prototype, "retryAfterSeconds");
     onTestFinished(() => told.mockRestore());
-    const server = await startServer({ tls: false }, { maxLoopUtilization: 0.5, maxPendingHandshakes: 10 });
+    const server = await startServer({ tls: false }, { maxLoopUtilization: 0.5, maxPendingHandshakes: 40 });
     busy = busyLoop(19, 20);
     await sleep(30);
     const outcomes = await within(
       Promise.all(
-        Array.from({ length: 80 }, () =>
+        Array.from({ length: 120 }, () =>
           dial(server.url, server.dialOptions).then(
             (connection) => {
               connection.destroy();
@@ -224,8 +248,8 @@ describe("the acceptor with maxLoopUtilization", () => {
     const refused = outcomes.filter((o): o is HandshakeError => o !== "up");
     expect(refused.length).toBeGreaterThan(40);
     for (const r of refused) expect(r.status).toBe(503);
-    // Refused together, told later and later: one per 50 ms go through while the loop is this busy,
-    // so the twentieth or so in the queue behind the waiting ones is told 2 s, not 1.
+    // Told when the queue ahead of them will have gone through: one per 50 ms go through while the
+    // loop is this busy (places given out 1.5 times as fast, 30/s), so behind the 40 waiting, 2 s, not 1.
     // All from one address, as agents behind a balancer would be: spread all the same.
     const retryAfter = refused.map((r) => Number(r.headers["retry-after"]));
     expect(Math.max(...retryAfter)).toBeGreaterThanOrEqual(2);
