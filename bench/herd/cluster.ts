@@ -50,7 +50,9 @@ export interface HerdClusterOptions {
   handshakeLoopUtilization?: string;
   /** kas's entry point: the build (bench/lib/kas-build.ts), as operators run it. */
   kasEntry: string;
-  /** More environment for replica 1, the one that survives (a profiler preload, say). */
+  /** More environment for both replicas (--kas-env). */
+  kasEnv?: Record<string, string>;
+  /** More environment for replica 1, the one that survives (a profiler preload, say), over kasEnv. */
   survivorEnv?: Record<string, string>;
 }
 
@@ -134,7 +136,7 @@ export async function startHerdCluster(o: HerdClusterOptions): Promise<HerdClust
     const kas = await Promise.all(
       [0, 1].map((i) =>
         spawnKas(
-          { ...portsEnv(), ...env, ...(i === 1 && o.survivorEnv) },
+          { ...portsEnv(), ...env, ...o.kasEnv, ...(i === 1 && o.survivorEnv) },
           {
             timeoutMs: SPAWN_MS,
             entry: o.kasEntry,

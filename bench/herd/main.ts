@@ -20,7 +20,7 @@ import { AGENTK_KEEPALIVE_DEFAULT } from "../../cmd/agentk/config/index.ts";
 import type { GitalyMethod } from "../../test/support/gitaly-server.ts";
 import { PROJECT_INFO_PATH } from "../../test/support/gitlab-api.ts";
 import { parseDuration } from "../../tool/config/values.ts";
-import { benchArgs } from "../lib/args.ts";
+import { benchArgs, envList } from "../lib/args.ts";
 import { buildKas } from "../lib/kas-build.ts";
 import { markdownTable, percentile, round } from "../lib/stats.ts";
 import { parseModules } from "../scale/agent-modules.ts";
@@ -62,7 +62,10 @@ const { args, log } = benchArgs({
    * both replicas, as a tier of balancers would be.
    */
   "agents-per-haproxy": "8000",
+  /** Extra environment for both kas replicas, "NAME=value,NAME=value" (V8 flags in NODE_OPTIONS, say). */
+  "kas-env": "",
 });
+const KAS_ENV = envList(args["kas-env"]);
 const N = Number(args.agents);
 if (!(Number.isInteger(Number(args["agents-per-haproxy"])) && Number(args["agents-per-haproxy"]) > 0))
   throw new Error(`--agents-per-haproxy: expected a positive integer, got ${args["agents-per-haproxy"]}`);
@@ -97,9 +100,11 @@ const cluster = await startHerdCluster({
   agentsPerHaproxy: Number(args["agents-per-haproxy"]),
   infoCacheTtl: args["info-cache-ttl"],
   log,
+  kasEnv: KAS_ENV,
   ...(PROFILE && {
     survivorEnv: {
-      NODE_OPTIONS: `--import ${new URL("../scale/probe.js", import.meta.url).pathname}`,
+      // After any NODE_OPTIONS --kas-env gave both replicas.
+      NODE_OPTIONS: `${KAS_ENV.NODE_OPTIONS ?? ""} --import ${new URL("../scale/probe.js", import.meta.url).pathname}`,
       BENCH_SCALE_PROBE_DIR: dir,
       BENCH_SCALE_PROFILE: "cpu",
     },

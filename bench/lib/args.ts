@@ -38,3 +38,17 @@ export function benchArgs<const D extends Record<string, string | boolean>>(
   };
   return { args, log };
 }
+
+/** An environment given as "NAME=value,NAME=value" (an option such as --kas-env); values may hold "=". */
+export function envList(list: string): Record<string, string> {
+  return Object.fromEntries(
+    list
+      .split(",")
+      .filter(Boolean)
+      .map((kv) => {
+        const at = kv.indexOf("=");
+        if (at <= 0) throw new Error(`expected NAME=value, got ${JSON.stringify(kv)}`);
+        return [kv.slice(0, at), kv.slice(at + 1)];
+      }),
+  );
+}

@@ -19,7 +19,7 @@ import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { AGENTK_KEEPALIVE_DEFAULT } from "../../cmd/agentk/config/index.ts";
 import { parseDuration } from "../../tool/config/values.ts";
-import { benchArgs } from "../lib/args.ts";
+import { benchArgs, envList } from "../lib/args.ts";
 import { buildKas } from "../lib/kas-build.ts";
 import { markdownTable, round } from "../lib/stats.ts";
 import { parseModules } from "./agent-modules.ts";
@@ -83,12 +83,7 @@ const common = {
   windowMs: Number(args.window) * 1000,
   concurrency: Number(args.concurrency),
   agentKeepAliveMs: Number(args["agent-keepalive"]),
-  kasEnv: Object.fromEntries(
-    args["kas-env"]
-      .split(",")
-      .filter(Boolean)
-      .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
-  ),
+  kasEnv: envList(args["kas-env"]),
   log,
 };
 if (ROUNDS > 0) {
