@@ -218,10 +218,11 @@ function watchConnection(
     if (err) log.warn({ kas: config.kasAddress, err: err.message }, "tunnel to kas closed");
     else log.info({ kas: config.kasAddress }, "tunnel to kas closed");
   });
-  client.on("retry", ({ attempt, delayMs, reason, error, retryAfterMs }) => {
+  client.on("retry", ({ attempt, delayMs, reason, error, retryAfterMs, scheduled }) => {
     const status = error instanceof HandshakeError ? { status: error.status } : {};
-    // kas's 429 names the limit it met in err; retryAfterMs is the wait it asked for.
-    const asked = retryAfterMs !== undefined ? { retryAfterMs } : {};
+    // kas's 429 names the limit it met in err; retryAfterMs is the wait it asked for (scheduled:
+    // a place in a busy kas's queue, kept to without growing the backoff).
+    const asked = retryAfterMs !== undefined ? { retryAfterMs, ...(scheduled && { scheduled }) } : {};
     log.warn(
       { kas: config.kasAddress, attempt, delayMs, reason, ...status, ...asked, err: error.message },
       reason === "dial" ? "cannot reach kas; retrying" : "tunnel to kas ended; reconnecting after a delay",

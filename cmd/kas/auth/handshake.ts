@@ -51,11 +51,8 @@ export function createAgentAuthenticate(options: AgentAuthenticateOptions) {
       };
       if (error.definitive) log?.info({ ...fields, reason: error.message }, "agent refused");
       else log?.warn({ ...fields, reason: error.message }, "agent authentication unavailable");
-      // No Retry-After, even when GitLab is unreachable (503): agentk keeps to a Retry-After
-      // longer than its backoff's next step without growing the backoff (it is how the handshake
-      // pacer's schedule is followed), so a fixed one here would have every agent retry at that
-      // pace for as long as GitLab is down; its growing backoff (1 s to 20 s) spreads them instead.
-      throw new HandshakeRejection(error.httpStatus, error.message);
+      const headers: Record<string, string> = error.code === "unavailable" ? { "retry-after": "5" } : {};
+      throw new HandshakeRejection(error.httpStatus, error.message, headers);
     }
   };
 }

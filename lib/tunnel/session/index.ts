@@ -1,6 +1,6 @@
 export { Backoff, type BackoffOptions, jittered } from "./backoff.ts";
 export { DEFAULT_GRACE_MS } from "./grace.ts";
-export { MAX_RETRY_AFTER_MS, retryAfterMs } from "./retry-after.ts";
+export { MAX_RETRY_AFTER_MS, retryAfterMs, retryScheduled } from "./retry-after.ts";
 export { bindDraining, drainingSignalOf } from "./stream-draining.ts";
 export {
   type RetryInfo,

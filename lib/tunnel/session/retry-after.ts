@@ -1,3 +1,4 @@
+import { RETRY_SCHEDULED_HEADER } from "../transport/constants.ts";
 import { HandshakeError } from "../transport/errors.ts";
 
 /** A server may ask for a long pause, but not park a client for good (nor by mistake). */
@@ -23,4 +24,12 @@ export function retryAfterMs(err: unknown, now: number = Date.now()): number | u
     ms = Math.max(0, date - now);
   }
   return Math.min(ms, MAX_RETRY_AFTER_MS);
+}
+
+/**
+ * Whether a refused handshake's `Retry-After` is a place in the server's schedule
+ * ({@link RETRY_SCHEDULED_HEADER}, a paced acceptor's 503) rather than a floor under the backoff.
+ */
+export function retryScheduled(err: unknown): boolean {
+  return err instanceof HandshakeError && err.headers[RETRY_SCHEDULED_HEADER] === "1";
 }

@@ -4,7 +4,7 @@ import type { DialOptions } from "../transport/options.ts";
 import type { YamuxStream } from "../yamux/index.ts";
 import { Backoff, type BackoffOptions } from "./backoff.ts";
 import { DEFAULT_GRACE_MS } from "./grace.ts";
-import { retryAfterMs } from "./retry-after.ts";
+import { retryAfterMs, retryScheduled } from "./retry-after.ts";
 import { type TunnelOptions, TunnelSession } from "./tunnel-session.ts";
 
 export interface TunnelClientOptions {
@@ -28,7 +28,7 @@ export interface TunnelClientOptions {
 
 /** Why the client waits before its next dial, and for how long. */
 export interface RetryInfo {
-  /** Steps of the backoff since the last stable tunnel, this wait's included (waits the server scheduled take none). */
+  /** Steps of the backoff since the last stable tunnel, this wait's included (a `scheduled` wait takes none). */
   attempt: number;
   delayMs: number;
   /**
@@ -43,6 +43,8 @@ export interface RetryInfo {
    * when busy), capped at 10 min: `delayMs` is at least this.
    */
   retryAfterMs?: number;
+  /** True when `retryAfterMs` was a place in a paced server's schedule, kept to without stepping the backoff. */
+  scheduled?: boolean;
 }
 
 export interface TunnelClientEvents {
@@ -65,11 +67,11 @@ interface TunnelEnd {
 
 /**
  * Keeps one tunnel up. Failed dials, and tunnels that end before they are stable, back off
- * exponentially with jitter; a refused handshake's Retry-After is a floor for the next wait, and
- * one beyond the backoff's next step is waited without stepping it (the server's schedule). When
- * the server sends GoAway on a stable tunnel (it is draining), the
- * replacement is dialed at once and the old tunnel finishes its streams before it closes
- * (make-before-break), so a server drain loses nothing.
+ * exponentially with jitter; a refused handshake's Retry-After is a floor for the next wait, or,
+ * marked as a place in a paced server's schedule, the wait itself (docs/tunnel-protocol.md, 6.4).
+ * When the server sends GoAway on a stable tunnel (it is draining), the replacement is dialed at
+ * once and the old tunnel finishes its streams before it closes (make-before-break), so a server
+ * drain loses nothing.
  */
 export class TunnelClient extends EventEmitter<TunnelClientEvents> {
   readonly #opts: TunnelClientOptions;
@@ -154,17 +156,18 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> {
 
   async #wait(reason: RetryInfo["reason"], error: Error): Promise<void> {
     const asked = retryAfterMs(error);
-    // A wait the server asked for beyond the backoff's next step is the server's schedule (kas
-    // spreads a herd over the time it can take them in): kept to, without stepping the backoff,
-    // so an agent refused several times on the way to its turn still comes back when told next,
-    // not after a backoff grown meanwhile. A shorter one (a flat "1") steps it as any failure does.
-    const backoffMs = asked !== undefined && asked > this.#backoff.upcoming ? 0 : this.#backoff.next();
+    // A place in a paced server's schedule beyond the backoff's next step is kept to without
+    // stepping the backoff, so a client refused on the way to its turn is not held back by a
+    // backoff grown meanwhile; any other Retry-After (a proxy's, a limit's) is only a floor.
+    const scheduled = asked !== undefined && retryScheduled(error) && asked > this.#backoff.upcoming;
+    const backoffMs = scheduled ? 0 : this.#backoff.next();
     // Never before the server said, and spread after it: many agents refused in the same second
     // (a limit's minute ending, a replica's restart) must not all come back in the same second.
     const delayMs =
       asked === undefined ? backoffMs : Math.max(backoffMs, Math.round(asked * (1 + 0.2 * Math.random())));
     const info: RetryInfo = { attempt: this.#backoff.attempt, delayMs, reason, error };
     if (asked !== undefined) info.retryAfterMs = asked;
+    if (scheduled) info.scheduled = true;
     this.emit("retry", info);
     await pause(delayMs, this.#stop.signal);
   }

@@ -9,6 +9,7 @@ import {
   DEFAULT_MAX_PAYLOAD,
   DEFAULT_MAX_PENDING_HANDSHAKES,
   DEFAULT_PATH,
+  RETRY_SCHEDULED_HEADER,
   TUNNEL_SUBPROTOCOL,
 } from "./constants.ts";
 import { HandshakeRejection } from "./errors.ts";
@@ -125,11 +126,12 @@ export class TunnelAcceptor<I = undefined> {
     if (this.#closing) return { status: 503, message: "server shutting down" };
     if (this.#pending.size < this.maxPendingHandshakes) return undefined;
     const message = `too many handshakes in progress (limit ${this.maxPendingHandshakes}); retry later`;
+    if (!(this.#pacer && this.#pacer.waiting > 0))
+      return { status: 503, message, headers: { "Retry-After": "1" } };
     // Paced ones among them: come back when the queue has room for you, not in the next second.
     // Refused before authentication: the queue is shared by client address (see retryAfterSeconds).
-    const retryAfter =
-      this.#pacer && this.#pacer.waiting > 0 ? this.#pacer.retryAfterSeconds(request.remoteAddress) : 1;
-    return { status: 503, message, headers: { "Retry-After": String(retryAfter) } };
+    const retryAfter = String(this.#pacer.retryAfterSeconds(request.remoteAddress));
+    return { status: 503, message, headers: { "Retry-After": retryAfter, [RETRY_SCHEDULED_HEADER]: "1" } };
   }
 
   async #complete(request: HandshakeRequest, reply: HandshakeReply): Promise<void> {

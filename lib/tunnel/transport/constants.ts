@@ -11,6 +11,13 @@ export const DEFAULT_HANDSHAKE_TIMEOUT_MS = 10_000;
 export const DEFAULT_MAX_PENDING_HANDSHAKES = 128;
 
 /**
+ * Sent with the `Retry-After` of a paced acceptor's 503: the wait is this client's place in the
+ * acceptor's schedule (the herd spread over the time the acceptor can take it in), to be kept to
+ * without growing the client's backoff. Any other `Retry-After` is only a floor under the backoff.
+ */
+export const RETRY_SCHEDULED_HEADER = "tunnel-retry-scheduled";
+
+/**
  * HTTP/2 receive window (per stream and per connection) for the sessions this module creates.
  * The default 64 KiB would cap one tunnel at 64 KiB per round trip; 1 MiB allows ~20 MB/s at
  * 50 ms RTT while bounding what a stalled reader buffers.

@@ -65,6 +65,12 @@ export class HandshakePacer {
   #heldMs = 0;
   /** When the last look was, if it left some waiting (the next look's interval was held back throughout). */
   #heldLookAt: number | undefined;
+  /**
+   * Whether the last look's window was at least half the share busy: only then did the loop, not
+   * the burst cap, set how many went (an idle loop lets BURST a look through, far more than it
+   * could keep taking once their set-up lands on it).
+   */
+  #loopLimited = false;
   /** Handshakes refused and told when to come back, not yet due (decayed from #promisedAt at the rate). */
   #promised = 0;
   #promisedAt = performance.now();
@@ -118,8 +124,10 @@ export class HandshakePacer {
   #room(): number {
     const now = performance.eventLoopUtilization();
     const window = performance.eventLoopUtilization(now, this.#since);
+    this.#loopLimited = false;
     if (window.idle + window.active < CHECK_MS) return 0; // too short a window to tell
     this.#since = now;
+    this.#loopLimited = window.utilization >= this.#max / 2;
     if (window.utilization < this.#max)
       return Math.max(1, Math.floor(BURST * (1 - window.utilization / this.#max)));
     return performance.now() - this.#lastPass >= MAX_GAP_MS ? 1 : 0;
@@ -128,10 +136,11 @@ export class HandshakePacer {
   /**
    * For a handshake refused because too many are in progress while some wait here: when to come
    * back, in whole seconds, up to 30. Each refusal takes the next place in a queue behind the
-   * waiting ones, drained at the rate the loop has let waiters through while it held some back
-   * (remembered across quiet spells; before it is known, the rate handshakes have been going
-   * through), so agents refused together come back spread over the time it takes, not all in the
-   * next second (and then again, each time later), nor more slowly than the loop can take them.
+   * waiting ones, drained at the rate the loop has let waiters through while it held some back and
+   * was busy (`capacityPerMs`, remembered across quiet spells; until it is known, at least one per
+   * 50 ms), or the rate handshakes have been going through if higher, places given out 1.5 times
+   * as fast: agents refused together come back spread over the time it takes, not all in the next
+   * second (and then again, each time later), nor more slowly than the loop can take them.
    *
    * The queue is shared fairly among client addresses (`remoteAddress`, the peer of the TCP
    * connection as this process sees it; IPv6 by /64 prefix, which one subscriber commonly holds
@@ -155,13 +164,12 @@ export class HandshakePacer {
    */
   retryAfterSeconds(remoteAddress?: string): number {
     const now = performance.now();
-    // The rate the loop can take waiters at, as measured while it held some back; not the rate
-    // they have been going through, which the agents told to come back later set themselves: a
-    // herd told to come back at the rate of the last few, each time, would trickle back. However
-    // busy, one every MAX_GAP_MS goes through: never a slower rate than that. Places go out a
-    // little faster than the rate (PLACES_AHEAD_OF_RATE).
-    const perMs =
-      PLACES_AHEAD_OF_RATE * Math.max(this.capacityPerMs ?? 0, this.#decayedRate(now), 1 / MAX_GAP_MS);
+    // The rate the loop can take waiters at, as measured while it held some back; not only the
+    // rate they have been going through, which the agents told to come back later set themselves:
+    // a herd told to come back at the rate of the last few, each time, would trickle back. Until
+    // it is measured: however busy, one every MAX_GAP_MS goes through.
+    const rate = Math.max(this.#decayedRate(now), this.capacityPerMs ?? 1 / MAX_GAP_MS);
+    const perMs = PLACES_AHEAD_OF_RATE * rate;
     this.#promised = Math.max(0, this.#promised - (now - this.#promisedAt) * perMs) + 1;
     this.#promisedAt = now;
     if (now - this.#sweptAt >= SWEEP_MS) this.#sweep(now);
@@ -216,7 +224,8 @@ export class HandshakePacer {
 
   /**
    * Waiters the loop can let through per ms at this pacer's share, measured in the looks that left
-   * some waiting; undefined until 50 ms of such looks have been seen.
+   * some waiting while the loop was at least half the share busy; undefined until 50 ms of such
+   * looks have been seen.
    */
   get capacityPerMs(): number | undefined {
     return this.#heldMs >= CAPACITY_MIN_MS ? this.#heldPassed / this.#heldMs : undefined;
@@ -227,7 +236,7 @@ export class HandshakePacer {
     const now = performance.now();
     const room = Math.min(this.#room(), this.#waiting.length);
     const held = this.#waiting.length > room;
-    if (held && this.#heldLookAt !== undefined) {
+    if (held && this.#heldLookAt !== undefined && this.#loopLimited) {
       // Waiters throughout since the last look, and the loop, not arrivals, set how many went.
       const ms = now - this.#heldLookAt;
       const keep = Math.exp(-ms / CAPACITY_WINDOW_MS);

@@ -9,6 +9,7 @@ export {
   DEFAULT_MAX_PENDING_HANDSHAKES,
   DEFAULT_PATH,
   H2_WINDOW_SIZE,
+  RETRY_SCHEDULED_HEADER,
   TUNNEL_SUBPROTOCOL,
 } from "./constants.ts";
 export {

@@ -127,12 +127,12 @@ describe("the agent listener's authenticate hook", () => {
     },
   );
 
-  test("GitLab failing: 503 without Retry-After (agentk's growing backoff spreads the retries), the attempts logged without the token", async () => {
+  test("GitLab failing: 503 with Retry-After, the attempts logged without the token", async () => {
     const { api, server, logs } = await startKas();
     api.failNext({ status: 500 }, { status: 500 });
     const err = await refusal(server.url, { Authorization: `Bearer ${TOKEN}` });
     expect(err.status).toBe(503);
-    expect(err.headers["retry-after"]).toBeUndefined();
+    expect(err.headers["retry-after"]).toBe("5");
     expect(err.body).toContain("GitLab answered HTTP 500");
     expect(api.agentInfoRequests).toBe(2);
     expect(logs()).toContain("agent authentication unavailable");

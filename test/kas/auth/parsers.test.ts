@@ -146,7 +146,11 @@ describe("createAgentAuthenticate", () => {
       throw new Error(`socket hang up talking about ${TOKEN}`);
     });
     const err = await refusal(authenticate(request({ authorization: `Bearer ${TOKEN}` }), { signal }));
-    expect([err.status, err.message, err.headers]).toEqual([503, "authentication failed", {}]);
+    expect([err.status, err.message, err.headers]).toEqual([
+      503,
+      "authentication failed",
+      { "retry-after": "5" },
+    ]);
     expect(results).toEqual(["unavailable"]);
     expect(logged.map((l) => [l.level, l.msg])).toEqual([["warn", "agent authentication unavailable"]]);
     // The log says what went wrong underneath, with the token cut out of the foreign error's text.

@@ -3,6 +3,7 @@ import { afterEach, expect, test, vi } from "vitest";
 import {
   HandshakeError,
   HandshakeRejection,
+  RETRY_SCHEDULED_HEADER,
   type RetryInfo,
   serveTunnels,
   TunnelClient,
@@ -148,16 +149,16 @@ test.each([
   },
 );
 
-test("a Retry-After beyond the backoff's next step is kept to without stepping it; a shorter one, or none, steps it", async () => {
+test("a place in a paced server's schedule beyond the backoff's next step is kept to without stepping it; any other Retry-After is a floor", async () => {
   vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
-  // The server's answers in turn: its schedule three times (2 s, beyond the backoff's 100 ms), then
-  // a refusal with no Retry-After, then one asking less than the backoff's next step.
+  const place = (s: string) => ({ "retry-after": s, [RETRY_SCHEDULED_HEADER]: "1" });
+  // The server's answers in turn.
   const answers: Array<[number, Record<string, string>]> = [
-    [503, { "retry-after": "2" }],
-    [503, { "retry-after": "2" }],
-    [503, { "retry-after": "2" }],
+    [503, place("3")], // beyond the first step (1 s): kept to, no step
+    [503, place("3")],
+    [503, { "retry-after": "3" }], // the same wait, not marked (a proxy's, a limit's): a step, 3 s its floor
+    [503, place("2")], // not beyond the next step (2 s): a step
     [401, {}],
-    [503, { "retry-after": "0" }],
   ];
   const server = await serveTunnels<undefined>({
     host: "127.0.0.1",
@@ -168,22 +169,28 @@ test("a Retry-After beyond the backoff's next step is kept to without stepping i
     onSession: (s) => s.destroy(),
   });
   cleanup.push(() => server.close(100));
-  const c = client(server, { backoff: { initialMs: 100, maxMs: 10_000, factor: 2, jitter: 0 } });
+  const c = client(server, { backoff: { initialMs: 1000, maxMs: 10_000, factor: 2, jitter: 0 } });
   const retries: RetryInfo[] = [];
   for (let i = 0; i < 5; i++) {
     const retry = await next(c, "retry");
     retries.push(retry);
     vi.advanceTimersByTime(retry.delayMs);
   }
-  for (const r of retries.slice(0, 3)) {
-    expect(r.retryAfterMs).toBe(2000);
-    expect(r.delayMs).toBeGreaterThanOrEqual(2000);
-    expect(r.delayMs).toBeLessThanOrEqual(2400);
-    expect(r.attempt).toBe(0); // the backoff not stepped
+  const spread = (r: RetryInfo, ms: number) => {
+    expect(r.delayMs).toBeGreaterThanOrEqual(ms);
+    expect(r.delayMs).toBeLessThanOrEqual(ms * 1.2);
+  };
+  for (const r of retries.slice(0, 2)) {
+    expect(r).toMatchObject({ attempt: 0, retryAfterMs: 3000, scheduled: true });
+    spread(r, 3000);
   }
-  // Then the backoff from where it was: its first step, and its second.
-  expect(retries[3]).toMatchObject({ attempt: 1, delayMs: 100 });
-  expect(retries[4]).toMatchObject({ attempt: 2, delayMs: 200, retryAfterMs: 0 });
+  expect(retries[2]).toMatchObject({ attempt: 1, retryAfterMs: 3000 });
+  expect(retries[2]!.scheduled).toBeUndefined();
+  spread(retries[2]!, 3000);
+  expect(retries[3]).toMatchObject({ attempt: 2, retryAfterMs: 2000 });
+  expect(retries[3]!.scheduled).toBeUndefined();
+  spread(retries[3]!, 2000);
+  expect(retries[4]).toMatchObject({ attempt: 3, delayMs: 4000 });
 });
 
 /** The next `event` of the client; the deadline is on the real clock, so fake timers do not stop it. */
