@@ -49,6 +49,13 @@ export {
   type PollWatchesOptions,
   type PollWatchMetrics,
 } from "./poll-watches.ts";
+export {
+  inPipelines,
+  PIPELINE_CHUNK,
+  type RedisScript,
+  type RedisScriptArg,
+  redisScript,
+} from "./redis-batch.ts";
 export * from "./repositories.ts";
 export {
   callingAgent,

@@ -7,6 +7,7 @@ import type { Broadcast } from "../../runtime/index.ts";
 import { parseClusterViews } from "../limits.ts";
 import type { AgentViews, ViewEvent, ViewsHub } from "../views.ts";
 import type { ClusterViewsMetrics } from "./metrics.ts";
+import type { OpenStream } from "./presence.ts";
 import type { ViewsStore, ViewsUpdate } from "./store.ts";
 
 /** The broadcast channel every replica's hub listens on. */
@@ -117,9 +118,9 @@ export class Hub implements ViewsHub {
     return true;
   }
 
-  /** The agent's stream `owner` is still up: its views live on. */
-  refresh(agentId: string, owner: string): Promise<void> {
-    return this.#o.store.refresh(agentId, owner);
+  /** These streams are still up: the views of their agents live on. */
+  refresh(streams: readonly OpenStream[]): Promise<void> {
+    return this.#o.store.refresh(streams);
   }
 
   /** The agent's stream `owner` ended. */

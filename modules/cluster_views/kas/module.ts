@@ -9,6 +9,7 @@ import { type KasModuleFactory, Phase } from "../../runtime/index.ts";
 import type { ViewsHub } from "../views.ts";
 import { Hub } from "./hub.ts";
 import { createClusterViewsMetrics } from "./metrics.ts";
+import { PresenceRefresher } from "./presence.ts";
 import { agentEventsRoute, allEventsRoute, viewsRoute } from "./routes.ts";
 import { addClusterViewsService } from "./rpc.ts";
 import { MemoryViewsStore, RedisViewsStore } from "./store.ts";
@@ -49,7 +50,13 @@ export function clusterViewsModule(options: ClusterViewsKasOptions = {}): KasMod
       const store = redis ? new RedisViewsStore(redis, times) : new MemoryViewsStore(times);
       const hub = new Hub({ store, broadcast, log, metrics });
       const streams = new Set<grpc.ServerReadableStream<PushViewsRequest, unknown>>();
-      addClusterViewsService({ rpc: agentRpc, hub, metrics, log, refreshMs: o.presenceTtlMs / 3, streams });
+      // One refresher for every open stream, each refreshed every third of the presence TTL.
+      const presence = new PresenceRefresher({
+        periodMs: o.presenceTtlMs / 3,
+        refresh: (due) => hub.refresh(due),
+        onFailing: (err) => log.warn({ err }, "cannot refresh the views of the agents connected here"),
+      });
+      addClusterViewsService({ rpc: agentRpc, hub, metrics, log, presence, streams });
       const sse = {
         hub,
         onClose: (reason: string) => {
@@ -72,12 +79,14 @@ export function clusterViewsModule(options: ClusterViewsKasOptions = {}): KasMod
         name: "cluster_views",
         start() {
           hub.start();
+          presence.start();
         },
         drain() {
           // SSE clients reconnect to another replica (Last-Event-ID: they miss nothing kas still has).
           hub.close("kas is shutting down");
         },
         async close() {
+          presence.close();
           hub.close("kas is shutting down");
           for (const call of streams) call.destroy();
         },

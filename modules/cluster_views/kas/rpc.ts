@@ -14,6 +14,7 @@ import { type AgentRpc, callingAgent, flat } from "../../runtime/index.ts";
 import { parseClusterViews } from "../limits.ts";
 import type { Hub } from "./hub.ts";
 import type { ClusterViewsMetrics } from "./metrics.ts";
+import type { PresenceRefresher } from "./presence.ts";
 import type { ViewsUpdate } from "./store.ts";
 
 /** A message bigger than this is refused (views are small by construction). */
@@ -24,8 +25,8 @@ export interface PushViewsOptions {
   hub: Hub;
   metrics: ClusterViewsMetrics;
   log: Logger;
-  /** How often an open stream keeps its agent's views alive. */
-  refreshMs: number;
+  /** Keeps the views of the agents whose streams are open alive. */
+  presence: PresenceRefresher;
   /** Streams open now, ended at close. */
   streams: Set<grpc.ServerReadableStream<PushViewsRequest, unknown>>;
 }
@@ -56,13 +57,11 @@ export function addClusterViewsService(o: PushViewsOptions): void {
       o.metrics.streams.set(o.streams.size);
       let finished = false;
       let applying: Promise<void> = Promise.resolve();
-      const refresher = setInterval(() => {
-        o.hub.refresh(agentId, owner).catch((err: unknown) => log().warn({ err }, "cannot refresh views"));
-      }, o.refreshMs);
+      o.presence.add(agentId, owner);
       const finish = (err: grpc.ServiceError | null) => {
         if (finished) return;
         finished = true;
-        clearInterval(refresher);
+        o.presence.remove(owner);
         o.streams.delete(call);
         o.metrics.streams.set(o.streams.size);
         call.removeAllListeners("data");

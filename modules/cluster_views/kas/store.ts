@@ -3,9 +3,10 @@
 // whichever replica writes), memory otherwise. The stream that last wrote an agent's views is its
 // `owner`: while it is up the key lives `presenceTtlMs` past each refresh; once it ends, the views
 // stay `retainMs` (shown as disconnected), then expire.
-import { flat, type KasRedis } from "../../runtime/index.ts";
+import { flat, inPipelines, type KasRedis, type RedisScript, redisScript } from "../../runtime/index.ts";
 import { parseClusterViews } from "../limits.ts";
 import { type AgentViews, type ClusterViews, VIEW_NAMES, type ViewName } from "../views.ts";
+import type { OpenStream } from "./presence.ts";
 
 export interface ViewsUpdate {
   /** The agent's sequence number (see the README: a hybrid logical clock, across leader terms). */
@@ -32,8 +33,8 @@ export interface ViewsStore {
   apply(agentId: string, owner: string, update: ViewsUpdate, at: string): Promise<ApplyResult>;
   /** `owner`'s stream ended: whether the agent became disconnected (false if another stream took over). */
   disconnect(agentId: string, owner: string): Promise<boolean>;
-  /** `owner`'s stream is still up: the views live on. */
-  refresh(agentId: string, owner: string): Promise<void>;
+  /** These streams are still up: the views of the agents they own live on. */
+  refresh(streams: readonly OpenStream[]): Promise<void>;
   get(agentId: string): Promise<AgentViews | undefined>;
   list(): Promise<AgentViews[]>;
 }
@@ -119,9 +120,11 @@ export class MemoryViewsStore implements ViewsStore {
     return true;
   }
 
-  async refresh(agentId: string, owner: string): Promise<void> {
-    const e = this.#live(agentId);
-    if (e && e.owner === owner && e.connected) e.expiresAt = this.#now() + this.#times.presenceTtlMs;
+  async refresh(streams: readonly OpenStream[]): Promise<void> {
+    for (const [agentId, owner] of streams) {
+      const e = this.#live(agentId);
+      if (e && e.owner === owner && e.connected) e.expiresAt = this.#now() + this.#times.presenceTtlMs;
+    }
   }
 
   async get(agentId: string): Promise<AgentViews | undefined> {
@@ -173,16 +176,21 @@ return 0
 
 const SCAN_COUNT = 500;
 
-/** Clustered kas: one hash per agent, `<prefix>cluster_views:<agent id>`. */
+/**
+ * Clustered kas: one hash per agent, `<prefix>cluster_views:<agent id>`. The refreshes of many
+ * streams go together, in pipelines: one round trip for them all rather than one each.
+ */
 export class RedisViewsStore implements ViewsStore {
   readonly #redis: KasRedis;
   readonly #times: StoreTimes;
   readonly #prefix: string;
+  readonly #refresh: RedisScript;
 
   constructor(redis: KasRedis, times: StoreTimes) {
     this.#redis = redis;
     this.#times = times;
     this.#prefix = `${redis.keyPrefix}cluster_views:`;
+    this.#refresh = redisScript(redis.client, "kasClusterViewsRefresh", REFRESH);
   }
 
   async apply(agentId: string, owner: string, update: ViewsUpdate, at: string): Promise<ApplyResult> {
@@ -210,9 +218,12 @@ export class RedisViewsStore implements ViewsStore {
     return (await this.#redis.client.eval(DISCONNECT, 1, key, owner, String(this.#times.retainMs))) === 1;
   }
 
-  async refresh(agentId: string, owner: string): Promise<void> {
-    const key = this.#prefix + agentId;
-    await this.#redis.client.eval(REFRESH, 1, key, owner, String(this.#times.presenceTtlMs));
+  async refresh(streams: readonly OpenStream[]): Promise<void> {
+    const ttl = String(this.#times.presenceTtlMs);
+    const err = await inPipelines(this.#redis.client, streams, (pipeline, [agentId, owner]) =>
+      this.#refresh(pipeline, [this.#prefix + agentId], [owner, ttl]),
+    );
+    if (err) throw err;
   }
 
   async get(agentId: string): Promise<AgentViews | undefined> {

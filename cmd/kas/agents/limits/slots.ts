@@ -1,5 +1,10 @@
 import { randomUUID } from "node:crypto";
-import type { KasRedis } from "../../../../modules/runtime/index.ts";
+import {
+  inPipelines,
+  type KasRedis,
+  type RedisScript,
+  redisScript,
+} from "../../../../modules/runtime/index.ts";
 
 /**
  * Takes a slot for one tunnel unless the token already holds `limit`: drops the expired entries,
@@ -15,6 +20,20 @@ redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return {1, n + 1}
 `;
+
+/**
+ * Writes a token's held entries again with a fresh expiry, and the set's TTL with them (one script:
+ * the set is never left without its TTL). KEYS[1] the token's set; ARGV: the set's TTL (ms), the
+ * entries' expiry, then the entries.
+ */
+const REWRITE = `
+for i = 3, #ARGV do redis.call('ZADD', KEYS[1], ARGV[2], ARGV[i]) end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return 0
+`;
+
+/** A token's held entries, to be written again. */
+type Rewrite = readonly [key: string, members: string[]];
 
 export interface TunnelSlot {
   /** The tunnel is up: the slot is held (and refreshed) until `release`. */
@@ -55,7 +74,8 @@ export interface TunnelSlotsOptions {
  * replicas and the entries of a replica that died expire by themselves. This replica refreshes
  * each token's entries every third of their TTL, writing them again whole, so a Redis that lost
  * them (restarted, or down while tunnels came) learns them back. Each token has its own time in
- * the period: 10,000 tokens refreshed in one go held the event loop for 0.4-0.7 s.
+ * the period: 10,000 tokens refreshed in one go held the event loop for 0.4-0.7 s. The tokens due
+ * at one tick are written together, in one pipeline (a round trip, not one per token).
  *
  * Redis down: this process's own tunnels decide (the limit then holds per replica), for the same
  * reason as the connection rate: agents keep connecting, and a bound remains.
@@ -69,12 +89,14 @@ export class TunnelSlots {
   readonly #replica = randomUUID();
   /** Token key -> this process's entries for it and when they are next refreshed. */
   readonly #tokens = new Map<string, TokenEntries>();
+  readonly #rewrite: RedisScript | undefined;
   #serial = 0;
   #timer: NodeJS.Timeout | undefined;
 
   constructor(o: TunnelSlotsOptions) {
     this.#limit = o.limit;
     this.#redis = o.redis;
+    this.#rewrite = o.redis && redisScript(o.redis.client, "kasTunnelSlotsRewrite", REWRITE);
     this.#liveTtl = o.liveTtlMs ?? 60_000;
     this.#pendingTtl = o.pendingTtlMs ?? 15_000;
     this.#onFallback = o.onFallback;
@@ -144,7 +166,7 @@ export class TunnelSlots {
         const entries = this.#tokens.get(key)?.entries ?? new Map<string, number>();
         entries.set(member, Number.POSITIVE_INFINITY);
         this.#keep(key, entries);
-        this.#write(key, [member]);
+        this.#write([[key, [member]]]);
       },
       release: () => {
         if (released) return;
@@ -168,9 +190,10 @@ export class TunnelSlots {
       this.#tokens.set(key, { entries, due: Date.now() + Math.random() * this.#refreshMs });
   }
 
-  /** Rewrites the held entries of the keys that are due; drops keys left with none. */
+  /** Rewrites the held entries of the keys that are due, all together; drops keys left with none. */
   #refresh(): void {
     const now = Date.now();
+    const due: Rewrite[] = [];
     for (const [key, token] of this.#tokens) {
       if (token.due > now) continue;
       const entries = live(token.entries, now);
@@ -180,23 +203,20 @@ export class TunnelSlots {
       }
       token.due = now + this.#refreshMs * (0.9 + 0.2 * Math.random());
       const held = [...entries].filter(([, expiry]) => expiry === Number.POSITIVE_INFINITY);
-      if (held.length > 0)
-        this.#write(
-          key,
-          held.map(([member]) => member),
-        );
+      if (held.length > 0) due.push([key, held.map(([member]) => member)]);
     }
+    if (due.length > 0) this.#write(due);
   }
 
-  /** (Re)writes held entries with a fresh expiry. */
-  #write(key: string, members: string[]): void {
+  /** (Re)writes held entries with a fresh expiry: one pipeline for them all (in chunks). */
+  #write(rewrites: Rewrite[]): void {
+    const rewrite = this.#rewrite;
+    if (rewrite === undefined) return;
     const expiry = Date.now() + this.#liveTtl;
     this.#command((c) =>
-      c
-        .multi()
-        .zadd(this.#setKey(key), ...members.flatMap((m) => [expiry, m]))
-        .pexpire(this.#setKey(key), this.#liveTtl)
-        .exec(),
+      inPipelines(c, rewrites, (pipeline, [key, members]) =>
+        rewrite(pipeline, [this.#setKey(key)], [this.#liveTtl, expiry, ...members]),
+      ),
     );
   }
 

@@ -42,3 +42,21 @@ test("each read is a copy: changing what a reader got does not change the store"
   first!.views.pods!.namespaces.default!.restarts = 99;
   expect((await store.get("1"))?.views).toEqual(pods(3));
 });
+
+test("a refresh keeps alive the agents of the streams still up, each only through the stream that owns it", async () => {
+  let now = 0;
+  const store = new MemoryViewsStore(TIMES, () => now);
+  await store.apply("1", "s1", { seq: 1, snapshot: true, views: warnings }, "t1");
+  await store.apply("2", "s2", { seq: 1, snapshot: true, views: warnings }, "t1");
+  await store.apply("3", "s3", { seq: 1, snapshot: true, views: warnings }, "t1");
+  now = 50_000;
+  // Agent 2's views are refreshed by a stream that does not own them: they are not kept alive.
+  await store.refresh([
+    ["1", "s1"],
+    ["2", "other"],
+  ]);
+  now = 70_000;
+  expect((await store.list()).map((a) => a.agentId)).toEqual(["1"]);
+  now = 110_000;
+  expect(await store.get("1")).toBeUndefined();
+});
