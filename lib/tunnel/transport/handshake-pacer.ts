@@ -12,6 +12,8 @@ const RATE_WINDOW_MS = 1000;
 const CAPACITY_WINDOW_MS = 3000;
 /** Less time than this held back, ms, and that rate is not yet trusted. */
 const CAPACITY_MIN_MS = 50;
+/** Held-back time gathered before it counts (or less, when the queue empties), ms. */
+const CAPACITY_CHUNK_MS = 250;
 /**
  * Places are given out this much faster than the rate the loop was measured to take waiters at.
  * The mistakes cost unequally: a place too
@@ -63,14 +65,12 @@ export class HandshakePacer {
    */
   #heldPassed = 0;
   #heldMs = 0;
+  /** Held-back looks not yet counted: waiters let through, ms, and ms of them the loop was busy. */
+  readonly #chunk = { passed: 0, ms: 0, busyMs: 0 };
   /** When the last look was, if it left some waiting (the next look's interval was held back throughout). */
   #heldLookAt: number | undefined;
-  /**
-   * Whether the last look's window was at least half the share busy: only then did the loop, not
-   * the burst cap, set how many went (an idle loop lets BURST a look through, far more than it
-   * could keep taking once their set-up lands on it).
-   */
-  #loopLimited = false;
+  /** The loop's load over the last window measured. */
+  #utilization = 0;
   /** Handshakes refused and told when to come back, not yet due (decayed from #promisedAt at the rate). */
   #promised = 0;
   #promisedAt = performance.now();
@@ -124,10 +124,9 @@ export class HandshakePacer {
   #room(): number {
     const now = performance.eventLoopUtilization();
     const window = performance.eventLoopUtilization(now, this.#since);
-    this.#loopLimited = false;
     if (window.idle + window.active < CHECK_MS) return 0; // too short a window to tell
     this.#since = now;
-    this.#loopLimited = window.utilization >= this.#max / 2;
+    this.#utilization = window.utilization;
     if (window.utilization < this.#max)
       return Math.max(1, Math.floor(BURST * (1 - window.utilization / this.#max)));
     return performance.now() - this.#lastPass >= MAX_GAP_MS ? 1 : 0;
@@ -224,11 +223,28 @@ export class HandshakePacer {
 
   /**
    * Waiters the loop can let through per ms at this pacer's share, measured in the looks that left
-   * some waiting while the loop was at least half the share busy; undefined until 50 ms of such
-   * looks have been seen.
+   * some waiting, over stretches in which the loop was at least half the share busy; undefined
+   * until 50 ms of such looks have been seen.
    */
   get capacityPerMs(): number | undefined {
     return this.#heldMs >= CAPACITY_MIN_MS ? this.#heldPassed / this.#heldMs : undefined;
+  }
+
+  /**
+   * Counts the held-back looks gathered, if the loop was at least half the share busy over them: on
+   * an idle loop the burst cap (BURST a look), not the loop, set how many went, far more than it
+   * could keep taking once their set-ups land on it.
+   */
+  #count(): void {
+    const c = this.#chunk;
+    if (c.ms > 0 && c.busyMs >= (c.ms * this.#max) / 2) {
+      const keep = Math.exp(-c.ms / CAPACITY_WINDOW_MS);
+      this.#heldPassed = this.#heldPassed * keep + c.passed;
+      this.#heldMs = this.#heldMs * keep + c.ms;
+    }
+    c.passed = 0;
+    c.ms = 0;
+    c.busyMs = 0;
   }
 
   readonly #look = (): void => {
@@ -236,13 +252,14 @@ export class HandshakePacer {
     const now = performance.now();
     const room = Math.min(this.#room(), this.#waiting.length);
     const held = this.#waiting.length > room;
-    if (held && this.#heldLookAt !== undefined && this.#loopLimited) {
+    if (held && this.#heldLookAt !== undefined) {
       // Waiters throughout since the last look, and the loop, not arrivals, set how many went.
       const ms = now - this.#heldLookAt;
-      const keep = Math.exp(-ms / CAPACITY_WINDOW_MS);
-      this.#heldPassed = this.#heldPassed * keep + room;
-      this.#heldMs = this.#heldMs * keep + ms;
+      this.#chunk.passed += room;
+      this.#chunk.ms += ms;
+      this.#chunk.busyMs += ms * this.#utilization;
     }
+    if (!held || this.#chunk.ms >= CAPACITY_CHUNK_MS) this.#count();
     this.#heldLookAt = held ? now : undefined;
     if (room > 0) this.#passed(room);
     for (let i = 0; i < room; i++) this.#waiting.shift()!();
