@@ -3,6 +3,7 @@
 import { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type TunnelSlot, TunnelSlots } from "../../../cmd/kas/agents/limits/slots.ts";
+import { recordPipelines } from "../../support/redis-pipelines.ts";
 import { RedisServer } from "../../support/redis-server.ts";
 import { until } from "../../support/until.ts";
 
@@ -85,20 +86,7 @@ describe("TunnelSlots through a real Redis", () => {
   });
 
   /** Each pipeline `client` sends: when, and how many commands it carries (a token's rewrite is one). */
-  const pipelinesOf = (client: Redis) => {
-    const sent: { at: number; commands: number }[] = [];
-    const pipeline = client.pipeline.bind(client);
-    client.pipeline = ((...args: Parameters<typeof pipeline>) => {
-      const p = pipeline(...args);
-      const exec = p.exec.bind(p);
-      p.exec = ((...a: Parameters<typeof exec>) => {
-        sent.push({ at: performance.now(), commands: p.length });
-        return exec(...a);
-      }) as typeof p.exec;
-      return p;
-    }) as typeof client.pipeline;
-    return sent;
-  };
+  const pipelinesOf = (client: Redis) => recordPipelines(client).sent;
   const rewrites = (sent: { commands: number }[]) => sent.reduce((n, p) => n + p.commands, 0);
 
   it("refreshes each token at its own time in the period, not every token in one burst", async () => {

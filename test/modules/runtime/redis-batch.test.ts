@@ -3,6 +3,7 @@
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { inPipelines, redisScript } from "../../../modules/runtime/index.ts";
+import { recordPipelines } from "../../support/redis-pipelines.ts";
 import { RedisServer } from "../../support/redis-server.ts";
 import { until } from "../../support/until.ts";
 
@@ -32,17 +33,7 @@ const calls = async (name: string) =>
 
 test("sends items in pipelines of the chunk's size, each item's script run once, by its SHA", async () => {
   const setWithTtl = redisScript(client, "testSetWithTtl", SET_WITH_TTL);
-  const pipelines: number[] = [];
-  const pipeline = client.pipeline.bind(client);
-  client.pipeline = ((...args: Parameters<typeof pipeline>) => {
-    const p = pipeline(...args);
-    const exec = p.exec.bind(p);
-    p.exec = ((...a: Parameters<typeof exec>) => {
-      pipelines.push(p.length);
-      return exec(...a);
-    }) as typeof p.exec;
-    return p;
-  }) as typeof client.pipeline;
+  const recorded = recordPipelines(client);
   await client.config("RESETSTAT");
   const items = Array.from({ length: 1200 }, (_, i) => i);
   const err = await inPipelines(
@@ -51,9 +42,9 @@ test("sends items in pipelines of the chunk's size, each item's script run once,
     (p, i) => setWithTtl(p, [`batch:${i}`], [`v${i}`, 60_000]),
     500,
   );
-  client.pipeline = pipeline;
+  recorded.stop();
   expect(err).toBeUndefined();
-  expect(pipelines).toEqual([500, 500, 200]);
+  expect(recorded.sent.map((p) => p.commands)).toEqual([500, 500, 200]);
   expect(await client.get("batch:1199")).toBe("v1199");
   expect(await client.pttl("batch:0")).toBeGreaterThan(0);
   // The script's text went once (EVAL, on this connection's first run), then its SHA.

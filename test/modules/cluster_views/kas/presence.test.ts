@@ -7,6 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import { type OpenStream, PresenceRefresher } from "../../../../modules/cluster_views/kas/presence.ts";
 import { RedisViewsStore } from "../../../../modules/cluster_views/kas/store.ts";
 import type { ClusterViews } from "../../../../modules/cluster_views/views.ts";
+import { recordPipelines } from "../../../support/redis-pipelines.ts";
 import { RedisServer } from "../../../support/redis-server.ts";
 import { until } from "../../../support/until.ts";
 
@@ -145,17 +146,7 @@ describe("PresenceRefresher over the Redis store", () => {
 
   test("open streams' views outlive their TTL, in one pipeline per tick; a removed stream's expire", async () => {
     const { client, store, exists } = await storeOf();
-    const sent: number[] = [];
-    const pipeline = client.pipeline.bind(client);
-    client.pipeline = ((...args: Parameters<typeof pipeline>) => {
-      const p = pipeline(...args);
-      const exec = p.exec.bind(p);
-      p.exec = ((...a: Parameters<typeof exec>) => {
-        sent.push(p.length);
-        return exec(...a);
-      }) as typeof p.exec;
-      return p;
-    }) as typeof client.pipeline;
+    const { sent } = recordPipelines(client);
     const streams = owners(400);
     await connect(store, streams);
     const r = refresher({ periodMs: TTL / 3, refresh: (due) => store.refresh(due) });
@@ -171,8 +162,8 @@ describe("PresenceRefresher over the Redis store", () => {
     );
     expect((await Promise.all(held.map(([id]) => exists(id)))).every((e) => e)).toBe(true);
     // 200 streams refreshed several times over, in a pipeline per tick carrying many of them.
-    expect(sent.reduce((n, c) => n + c, 0)).toBeGreaterThanOrEqual(400);
-    expect(Math.max(...sent)).toBeGreaterThan(20);
+    expect(sent.reduce((n, p) => n + p.commands, 0)).toBeGreaterThanOrEqual(400);
+    expect(Math.max(...sent.map((p) => p.commands))).toBeGreaterThan(20);
     // Streams closed: their views expire too.
     for (const [, owner] of held) r.remove(owner);
     await until(
