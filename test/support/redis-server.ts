@@ -3,6 +3,7 @@ import { once } from "node:events";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Redis } from "ioredis";
 import { closedPort } from "./ports.ts";
 
 export interface RedisServerOptions {
@@ -60,6 +61,22 @@ export class RedisServer {
   /** ioredis connection fields for this server. */
   get connection(): { host: string; port: number } | { path: string } {
     return this.path ? { path: this.path } : { host: this.host, port: this.port };
+  }
+
+  /**
+   * A client connected as kas connects its own: no offline queue and no retries, so that with the
+   * server down a command fails at once; errors (the server stopped under it) only fail commands.
+   */
+  async client(): Promise<Redis> {
+    const client = new Redis({
+      ...this.connection,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      lazyConnect: true,
+    });
+    client.on("error", () => {});
+    await client.connect();
+    return client;
   }
 
   get running(): boolean {

@@ -1,6 +1,6 @@
 // Many small writes to a real Redis as few round trips: a defined script in pipelines of a bounded
 // size, run again after Redis restarted (it no longer knows the script), failures answered, not thrown.
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { inPipelines, redisScript } from "../../../modules/runtime/index.ts";
 import { recordPipelines } from "../../support/redis-pipelines.ts";
@@ -11,14 +11,7 @@ let server: RedisServer;
 let client: Redis;
 beforeAll(async () => {
   server = await RedisServer.start();
-  client = new Redis({
-    ...server.connection,
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    lazyConnect: true,
-  });
-  client.on("error", () => {});
-  await client.connect();
+  client = await server.client();
 });
 afterAll(async () => {
   client.disconnect();

@@ -2,7 +2,7 @@
 // those due at a tick together (over Redis: one pipeline, not a round trip each); the views of a
 // stream that is open outlive their TTL, those of one that is gone expire; Redis down then back,
 // the refreshes go on.
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import { type OpenStream, PresenceRefresher } from "../../../../modules/cluster_views/kas/presence.ts";
 import { RedisViewsStore } from "../../../../modules/cluster_views/kas/store.ts";
@@ -124,14 +124,7 @@ describe("PresenceRefresher over the Redis store", () => {
   const views: ClusterViews = { warnings: { latest: [] } };
   /** A store as kas has it (no offline queue: with Redis down a command fails at once). */
   const storeOf = async () => {
-    const client = new Redis({
-      ...server.connection,
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      lazyConnect: true,
-    });
-    client.on("error", () => {});
-    await client.connect();
+    const client = await server.client();
     clients.push(client);
     const keyPrefix = `p${Math.random()}:`;
     const store = new RedisViewsStore({ client, keyPrefix }, { presenceTtlMs: TTL, retainMs: TTL });
