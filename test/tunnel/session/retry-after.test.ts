@@ -1,5 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { HandshakeError, MAX_RETRY_AFTER_MS, retryAfterMs } from "../../../lib/tunnel/index.ts";
+import {
+  HandshakeError,
+  MAX_RETRY_AFTER_MS,
+  RETRY_SCHEDULED_HEADER,
+  retryAfterMs,
+  retryScheduled,
+} from "../../../lib/tunnel/index.ts";
 
 const refused = (headers: Record<string, string>, status = 429) =>
   new HandshakeError({ status, body: "over the limit", headers, url: "ws://kas/" });
@@ -22,5 +28,15 @@ describe("retryAfterMs: the wait a refused handshake asked for", () => {
     expect(retryAfterMs(refused({ "retry-after": "soon" }))).toBeUndefined();
     expect(retryAfterMs(refused({ "retry-after": "-5" }))).toBeUndefined();
     expect(retryAfterMs(new Error("connection refused"))).toBeUndefined();
+  });
+});
+
+describe("retryScheduled: a place in a paced server's schedule", () => {
+  it("only a refused handshake whose header says exactly 1", () => {
+    expect(retryScheduled(refused({ "retry-after": "3", [RETRY_SCHEDULED_HEADER]: "1" }, 503))).toBe(true);
+    for (const odd of ["0", "true", " 1", "1, 1", ""])
+      expect(retryScheduled(refused({ "retry-after": "3", [RETRY_SCHEDULED_HEADER]: odd }, 503))).toBe(false);
+    expect(retryScheduled(refused({ "retry-after": "3" }, 503))).toBe(false);
+    expect(retryScheduled(new Error("connection refused"))).toBe(false);
   });
 });
