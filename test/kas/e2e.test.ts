@@ -145,9 +145,11 @@ describe("kas process, end to end", () => {
     const tunnel = await a.client.ready(10_000);
     first.child.kill("SIGKILL");
     await once(tunnel, "close");
+    // Listening before kas starts: the agent may dial it before its "listening" line is read here.
+    const reconnected = once(a.client, "connected", { signal: AbortSignal.timeout(30_000) });
     // The same agent address (the agent's URL); the other listeners wherever the OS puts them.
     const second = await start({ KAS_AGENT_LISTEN_ADDRESS: listenAddressOf(first.addresses.agent) });
-    const [again] = await once(a.client, "connected");
+    const [again] = await reconnected;
     expect(again).not.toBe(tunnel);
     const res = await api(second, `/api/v1/agents/${AGENT_ID}/services/prometheus/metrics`);
     expect(res.status).toBe(200);
