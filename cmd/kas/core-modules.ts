@@ -58,6 +58,8 @@ export function agentListenerModule(o: AgentListenerModuleOptions): KasModuleFac
             tunnel: o.tunnel,
             log,
           });
+          const { acceptor } = listener.server.listener;
+          o.metrics.agentHandshakes.watch(() => acceptor.handshakeStats);
           o.onListening?.(listener);
         },
         drain() {

@@ -45,6 +45,7 @@ describe("kas main", () => {
       const metrics = await (await fetch(`${kas.addresses.observability}/metrics`)).text();
       expect(metrics).toContain("# TYPE kas_tunnels gauge");
       expect(metrics).toContain("# TYPE kas_agent_authentications_total counter");
+      expect(metrics).toContain("# TYPE kas_agent_handshakes_pending gauge");
       kas.child.kill("SIGTERM");
       expect(await kas.exitCode()).toBe(0);
       expect(kas.out()).toContain('"msg":"shutting down"');

@@ -1,12 +1,15 @@
-// kas's metrics: the shared tunnel and request metrics under "kas_", agent authentications, token
-// re-checks, failed agent streams and the per-token tunnel limits.
+// kas's metrics: the shared tunnel and request metrics under "kas_", agent handshakes and
+// authentications, token re-checks, failed agent streams and the per-token tunnel limits.
 import { Counter, type Registry } from "prom-client";
 import { createRegistry, RequestMetrics, TunnelMetrics } from "../../../tool/observability/index.ts";
+import { HandshakeMetrics } from "./handshake-metrics.ts";
 
 export interface KasMetrics {
   registry: Registry;
   tunnels: TunnelMetrics;
   requests: RequestMetrics;
+  /** The agent listener's handshakes: in progress, paced, refused at the pending limit. */
+  agentHandshakes: HandshakeMetrics;
   /** Agent authentications by result ("ok", "unauthenticated", "permission_denied", "not_found", "unavailable"). */
   agentAuth: Counter<"result">;
   /** Re-checks of connected agents' tokens by result; any but "ok" and "unavailable" closed the token's tunnels. */
@@ -24,6 +27,7 @@ export function createKasMetrics(registry: Registry = createRegistry("kas")): Ka
     registry,
     tunnels: new TunnelMetrics(registry, "kas"),
     requests: new RequestMetrics(registry, "kas"),
+    agentHandshakes: new HandshakeMetrics(registry),
     agentAuth: new Counter({
       name: "kas_agent_authentications_total",
       help: "Agent authentications by result.",

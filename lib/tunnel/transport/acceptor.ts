@@ -16,7 +16,7 @@ import { HandshakeRejection } from "./errors.ts";
 import { HandshakePacer } from "./handshake-pacer.ts";
 import { type HandshakeRequest, pathnameOf, requestFromH1, requestFromH2 } from "./handshake-request.ts";
 import { type Refusal, validateH1, validateH2 } from "./handshake-validate.ts";
-import type { AcceptorOptions, Authenticate, RejectedHandshake } from "./options.ts";
+import type { AcceptorOptions, Authenticate, HandshakeStats, RejectedHandshake } from "./options.ts";
 import { positive } from "./options.ts";
 import { type HandshakeReply, h1Reply, h2Reply } from "./server-reply.ts";
 
@@ -36,6 +36,8 @@ export class TunnelAcceptor<I = undefined> {
   readonly #connections = new Set<TransportConnection<I>>();
   readonly #pending = new Set<AbortController>();
   readonly #pacer: HandshakePacer | undefined;
+  #refusedScheduled = 0;
+  #refusedBusy = 0;
   #closing = false;
 
   constructor(options: AcceptorOptions<I>) {
@@ -62,6 +64,18 @@ export class TunnelAcceptor<I = undefined> {
 
   get pendingHandshakes(): number {
     return this.#pending.size;
+  }
+
+  /** What the handshakes are doing now, and the refusals at the pending limit so far. */
+  get handshakeStats(): HandshakeStats {
+    const capacity = this.#pacer?.capacityPerMs;
+    return {
+      pending: this.#pending.size,
+      paced: this.#pacer?.waiting ?? 0,
+      refusedScheduled: this.#refusedScheduled,
+      refusedBusy: this.#refusedBusy,
+      pacedCapacityPerSecond: capacity === undefined ? undefined : capacity * 1000,
+    };
   }
 
   get connections(): ReadonlySet<TransportConnection<I>> {
@@ -126,8 +140,11 @@ export class TunnelAcceptor<I = undefined> {
     if (this.#closing) return { status: 503, message: "server shutting down" };
     if (this.#pending.size < this.maxPendingHandshakes) return undefined;
     const message = `too many handshakes in progress (limit ${this.maxPendingHandshakes}); retry later`;
-    if (!(this.#pacer && this.#pacer.waiting > 0))
+    if (!(this.#pacer && this.#pacer.waiting > 0)) {
+      this.#refusedBusy++;
       return { status: 503, message, headers: { "Retry-After": "1" } };
+    }
+    this.#refusedScheduled++;
     // Paced ones among them: come back when the queue has room for you, not in the next second.
     // Refused before authentication: the queue is shared by client address (see retryAfterSeconds).
     const retryAfter = String(this.#pacer.retryAfterSeconds(request.remoteAddress));

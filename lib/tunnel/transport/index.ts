@@ -21,5 +21,11 @@ export {
 } from "./errors.ts";
 export type { HandshakeRequest } from "./handshake-request.ts";
 export { type ListenOptions, listen, type TunnelListener } from "./listen.ts";
-export type { AcceptorOptions, Authenticate, DialOptions, RejectedHandshake } from "./options.ts";
+export type {
+  AcceptorOptions,
+  Authenticate,
+  DialOptions,
+  HandshakeStats,
+  RejectedHandshake,
+} from "./options.ts";
 export { classify, createSniffingServer, HTTP2_PREFACE, type SniffingServerOptions } from "./sniff.ts";

@@ -41,6 +41,26 @@ export interface RejectedHandshake {
   error?: unknown;
 }
 
+/** What an acceptor's handshakes are doing (`TunnelAcceptor.handshakeStats`), for metrics. */
+export interface HandshakeStats {
+  /** Handshakes in progress (authentication, then the pacer's wait), at most `maxPendingHandshakes`. */
+  pending: number;
+  /** Of those, authenticated and held back by the pacer until the event loop has room. */
+  paced: number;
+  /**
+   * Refused at the pending limit since the acceptor started, told a place in the pacer's schedule
+   * (`Retry-After` with `Tunnel-Retry-Scheduled: 1`).
+   */
+  refusedScheduled: number;
+  /** Refused at the pending limit with a flat `Retry-After: 1` (no pacing, or none held back by it). */
+  refusedBusy: number;
+  /**
+   * Handshakes per second the pacer measured the loop taking while it held some back: the rate
+   * places are given out at (times 1.5). Undefined without pacing, or until it has been measured.
+   */
+  pacedCapacityPerSecond: number | undefined;
+}
+
 export interface AcceptorOptions<I> {
   /** Called with every accepted connection, synchronously on open, before any message is read. */
   onConnection: (connection: TransportConnection<I>) => void;

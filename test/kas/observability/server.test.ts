@@ -142,6 +142,61 @@ describe("observability listener", () => {
     expect(metricValue(text, "kas_tunnel_received_bytes_total")).toBeGreaterThanOrEqual(payload.length);
   });
 
+  test("metrics: the agent listener's handshakes, read from its acceptor at scrape time", async () => {
+    const { server, metrics } = await start();
+    let text = await (await fetch(`${server.url}/metrics`)).text();
+    expect(metricValue(text, "kas_agent_handshakes_pending")).toBe(0); // nothing watched yet
+    let release!: () => void;
+    const authenticating = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let arrived!: () => void;
+    const inAuthentication = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
+    const tunnels = await serveTunnels({
+      host: "127.0.0.1",
+      port: 0,
+      maxPendingHandshakes: 1,
+      authenticate: async () => {
+        arrived();
+        await authenticating;
+      },
+      onSession: () => {},
+    });
+    cleanups.push(() => tunnels.close(100));
+    metrics.agentHandshakes.watch(() => tunnels.listener.acceptor.handshakeStats);
+    const first = dial(tunnels.url);
+    await inAuthentication;
+    // The second finds the one slot taken, with none held back by a pacer: a flat Retry-After.
+    await expect(dial(tunnels.url)).rejects.toMatchObject({ status: 503 });
+    text = await (await fetch(`${server.url}/metrics`)).text();
+    expect(metricValue(text, "kas_agent_handshakes_pending")).toBe(1);
+    expect(metricValue(text, "kas_agent_handshakes_paced")).toBe(0);
+    expect(text).toContain('kas_agent_handshake_pending_limit_refusals_total{retry="flat"} 1');
+    expect(text).toContain('kas_agent_handshake_pending_limit_refusals_total{retry="scheduled"} 0');
+    release();
+    const session = new TunnelSession(await first, "client");
+    cleanups.push(() => session.destroy());
+    text = await (await fetch(`${server.url}/metrics`)).text();
+    expect(metricValue(text, "kas_agent_handshakes_pending")).toBe(0);
+
+    // Each figure under its own name (the pacer's are driven for real in the transport's tests).
+    metrics.agentHandshakes.watch(() => ({
+      pending: 7,
+      paced: 5,
+      refusedScheduled: 40,
+      refusedBusy: 2,
+      pacedCapacityPerSecond: 86.5,
+    }));
+    text = await (await fetch(`${server.url}/metrics`)).text();
+    expect(metricValue(text, "kas_agent_handshakes_pending")).toBe(7);
+    expect(metricValue(text, "kas_agent_handshakes_paced")).toBe(5);
+    expect(metricValue(text, "kas_agent_handshake_capacity_per_second")).toBe(86.5);
+    expect(text).toContain('kas_agent_handshake_pending_limit_refusals_total{retry="scheduled"} 40');
+    expect(text).toContain('kas_agent_handshake_pending_limit_refusals_total{retry="flat"} 2');
+  });
+
   test("configured paths; other paths 404; other methods 405; HEAD has no body", async () => {
     const { server } = await start({ metrics: "/prom", liveness: "/live", readiness: "/ready" });
     expect((await fetch(`${server.url}/prom`)).status).toBe(200);

@@ -240,8 +240,24 @@ describe("the acceptor with maxLoopUtilization", () => {
       { maxLoopUtilization: 0.5, maxPendingHandshakes: 40, handshakeTimeoutMs: 20_000 },
     );
     const dialOptions = { ...server.dialOptions, handshakeTimeoutMs: 20_000 };
+    const { acceptor } = server.listener;
+    expect(acceptor.handshakeStats).toEqual({
+      pending: 0,
+      paced: 0,
+      refusedScheduled: 0,
+      refusedBusy: 0,
+      pacedCapacityPerSecond: undefined,
+    });
     busy = busyLoop(19, 20);
     await sleep(30);
+    // What the handshakes are doing, as kas's metrics read it while the herd is held back.
+    let mostPaced = 0;
+    const sampler = setInterval(() => {
+      const { pending, paced } = acceptor.handshakeStats;
+      expect(paced).toBeLessThanOrEqual(pending);
+      mostPaced = Math.max(mostPaced, paced);
+    }, 25);
+    onTestFinished(() => clearInterval(sampler));
     const outcomes = await within(
       Promise.all(
         Array.from({ length: 120 }, () =>
@@ -273,6 +289,19 @@ describe("the acceptor with maxLoopUtilization", () => {
     expect(refused.filter((r) => r.headers[RETRY_SCHEDULED_HEADER] === "1").length).toBeGreaterThan(20);
     expect(told).toHaveBeenCalled();
     for (const [address] of told.mock.calls) expect(address).toMatch(/^(::ffff:)?127\.0\.0\.1$/);
+    // The acceptor's own account of it (kas's handshake metrics).
+    clearInterval(sampler);
+    const stats = acceptor.handshakeStats;
+    expect(mostPaced).toBeGreaterThan(20);
+    expect(stats.pending).toBe(0);
+    expect(stats.paced).toBe(0);
+    expect(stats.refusedScheduled).toBe(
+      refused.filter((r) => r.headers[RETRY_SCHEDULED_HEADER] === "1").length,
+    );
+    expect(stats.refusedBusy).toBe(refused.length - stats.refusedScheduled);
+    // Measured while it held the waiters back at one per 50 ms or so (20/s; more between the busy turns).
+    expect(stats.pacedCapacityPerSecond).toBeGreaterThan(5);
+    expect(stats.pacedCapacityPerSecond).toBeLessThan(200);
   });
 });
 
