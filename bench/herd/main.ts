@@ -281,6 +281,11 @@ try {
       },
       cpu_share: { before: round(baselineStats.cpuShare, 2), during: round(herdStats.cpuShare, 2) },
       cpu_ms_per_agent_back: round((herdStats.cpuSeconds * 1000) / Math.max(1, r.backMs.length), 2),
+      handshakes_refused_during: herdStats.refused,
+      handshake_capacity_per_s: {
+        before: round(baselineStats.capacityPerSecond),
+        after: round(herdStats.capacityPerSecond),
+      },
     },
     /** Cores busy during the herd: the agents' process, and the whole machine (of its cores). */
     during_herd_cores_busy: {
@@ -356,6 +361,16 @@ try {
           [
             "surviving replica: CPU ms per agent back (the herd's CPU time / agents back)",
             result.survivor.cpu_ms_per_agent_back,
+            "-",
+          ],
+          [
+            "surviving replica: handshakes refused at its pending limit during the herd, given a place / flat 1 s",
+            `${result.survivor.handshakes_refused_during.scheduled} / ${result.survivor.handshakes_refused_during.flat}`,
+            "-",
+          ],
+          [
+            "surviving replica: handshakes/s its pacer measured, before / after the herd",
+            `${result.survivor.handshake_capacity_per_s.before} / ${result.survivor.handshake_capacity_per_s.after}`,
             "-",
           ],
           [

@@ -13,6 +13,10 @@ export interface ReplicaWindow {
   cpuShare: number;
   /** kas's CPU time in the window, seconds. */
   cpuSeconds: number;
+  /** Handshakes kas refused at its pending limit in the window: given a place in its schedule, or a flat 1 s. */
+  refused: { scheduled: number; flat: number };
+  /** The rate kas's handshake pacer measured at the window's end, per second (0: not yet measured). */
+  capacityPerSecond: number;
 }
 
 /**
@@ -22,6 +26,7 @@ export interface ReplicaWindow {
 export class ReplicaStats {
   #cpu: number;
   #at: number;
+  #refused = { scheduled: 0, flat: 0 };
 
   private constructor(
     readonly metricsUrl: string,
@@ -45,13 +50,33 @@ export class ReplicaStats {
     const at = performance.now();
     const m = /^kas_nodejs_eventloop_lag_max_seconds(?:\{[^}]*\})? (\S+)$/m.exec(text);
     if (!m) throw new Error(`no kas_nodejs_eventloop_lag_max_seconds at ${this.metricsUrl}`);
+    const refused = { scheduled: refusals(text, "scheduled"), flat: refusals(text, "flat") };
     const result = {
       loopDelayMaxMs: Math.max(0, Number(m[1]) * 1000 - EVENT_LOOP_SAMPLING_MS),
       cpuShare: (cpu - this.#cpu) / ((at - this.#at) / 1000),
       cpuSeconds: cpu - this.#cpu,
+      refused: {
+        scheduled: refused.scheduled - this.#refused.scheduled,
+        flat: refused.flat - this.#refused.flat,
+      },
+      capacityPerSecond: Number(
+        /^kas_agent_handshake_capacity_per_second (\S+)$/m.exec(text)?.[1] ?? Number.NaN,
+      ),
     };
     this.#cpu = cpu;
     this.#at = at;
+    this.#refused = refused;
     return result;
   }
+}
+
+/** kas's count of handshakes refused at its pending limit so far, by `retry`. */
+function refusals(text: string, retry: "scheduled" | "flat"): number {
+  const m = new RegExp(
+    `^kas_agent_handshake_pending_limit_refusals_total\\{retry="${retry}"\\} (\\S+)$`,
+    "m",
+  ).exec(text);
+  if (!m)
+    throw new Error(`no kas_agent_handshake_pending_limit_refusals_total{retry="${retry}"} in kas's metrics`);
+  return Number(m[1]);
 }
