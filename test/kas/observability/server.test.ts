@@ -1,5 +1,5 @@
 import { Gauge } from "prom-client";
-import { afterEach, describe, expect, test } from "vitest";
+import { afterEach, describe, expect, test, vi } from "vitest";
 import {
   createKasMetrics,
   type Logger,
@@ -132,6 +132,12 @@ describe("observability listener", () => {
     expect(metricValue(text, "kas_tunnel_open_streams")).toBe(1);
     expect(metricValue(text, "kas_tunnel_received_bytes_total")).toBeGreaterThanOrEqual(payload.length);
     expect(metricValue(text, "kas_tunnel_sent_bytes_total")).toBeGreaterThanOrEqual(payload.length);
+    // One pass over the tunnels per scrape for the three sums (10,000 tunnels: the loop waits on it).
+    const reads = [...tunnels.sessions].map((s) => vi.spyOn(s, "stats", "get"));
+    text = await (await fetch(`${server.url}/metrics`)).text();
+    expect(metricValue(text, "kas_tunnel_open_streams")).toBe(1);
+    for (const read of reads) expect(read).toHaveBeenCalledTimes(1);
+    for (const read of reads) read.mockRestore();
 
     const closed = [...tunnels.sessions].map((s) => new Promise((resolve) => s.once("close", resolve)));
     for (const c of clients) c.destroy();
