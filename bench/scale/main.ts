@@ -125,7 +125,7 @@ for (const agents of COUNTS) {
     log,
   });
   log(
-    `  kas fds ${m.kasFds}; anonymous memory per agent ${round(m.anonPerAgentKiB)} KiB; ` +
+    `  kas fds ${m.kasFds}; a /metrics scrape ${round(m.scrapeMs)} ms; anonymous memory per agent ${round(m.anonPerAgentKiB)} KiB; ` +
       `load process RSS per agent ${round(m.loadRssPerAgentKiB)} KiB; kas exit code ${m.kasExitCode}`,
   );
   const threads = m.threads.map((t) => `${t.thread} ${round(t.userPct, 2)}+${round(t.systemPct, 2)}`);

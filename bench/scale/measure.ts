@@ -64,6 +64,8 @@ export interface Measurement {
   /** smaps_rollup Anonymous growth per agent (heap + buffers, without file-backed pages). */
   anonPerAgentKiB: number;
   kasFds: number;
+  /** A Prometheus scrape of kas's /metrics with the N agents up, ms (median of 5): the loop waits on it. */
+  scrapeMs: number;
   loadRssPerAgentKiB: number;
   connectSeconds: number;
   kasExitCode: number | null;
@@ -127,6 +129,7 @@ export async function measure(o: MeasureOptions): Promise<Measurement> {
     const loadRssKiB = rssKiB(load.pid!);
     const kasFds = openFds(pid);
     const { idleCpuPct, threads } = await idleWindow(o, pid, dir);
+    const scrapeMs = await scrapeTime(metrics);
     // Still all there after the window (none dropped by keepalive).
     await waitForGauge(metrics, "kas_connected_agents", o.agents, 5_000);
     if (agentModules(o).includes("configuration")) {
@@ -155,6 +158,7 @@ export async function measure(o: MeasureOptions): Promise<Measurement> {
       baselineCpuPct,
       threads,
       kasFds,
+      scrapeMs,
       loadRssPerAgentKiB: loadRssKiB / o.agents,
       connectSeconds: report.seconds,
       ...(report.configured !== undefined && {
@@ -333,6 +337,17 @@ export async function probe(pid: number, dir: string, seq: number): Promise<void
 export async function probeMemory(pid: number, dir: string, seq: number): Promise<MemoryProbe> {
   await probe(pid, dir, seq);
   return JSON.parse(readFileSync(join(dir, `memory-${seq}.json`), "utf8")) as MemoryProbe;
+}
+
+/** The median time of 5 GETs of `url` (kas's /metrics), one after another, ms. */
+async function scrapeTime(url: string): Promise<number> {
+  const times: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const t0 = performance.now();
+    await (await fetch(url, { signal: AbortSignal.timeout(30_000) })).text();
+    times.push(performance.now() - t0);
+  }
+  return times.sort((a, b) => a - b)[2]!;
 }
 
 export async function waitForGauge(

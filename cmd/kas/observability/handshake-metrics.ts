@@ -46,7 +46,7 @@ export class HandshakeMetrics {
         const stats = read();
         this.reset();
         this.inc({ retry: "scheduled" }, stats?.refusedScheduled ?? 0);
-        this.inc({ retry: "flat" }, stats?.refusedBusy ?? 0);
+        this.inc({ retry: "flat" }, stats?.refusedFlat ?? 0);
       },
     });
   }

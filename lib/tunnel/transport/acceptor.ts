@@ -37,7 +37,7 @@ export class TunnelAcceptor<I = undefined> {
   readonly #pending = new Set<AbortController>();
   readonly #pacer: HandshakePacer | undefined;
   #refusedScheduled = 0;
-  #refusedBusy = 0;
+  #refusedFlat = 0;
   #closing = false;
 
   constructor(options: AcceptorOptions<I>) {
@@ -73,7 +73,7 @@ export class TunnelAcceptor<I = undefined> {
       pending: this.#pending.size,
       paced: this.#pacer?.waiting ?? 0,
       refusedScheduled: this.#refusedScheduled,
-      refusedBusy: this.#refusedBusy,
+      refusedFlat: this.#refusedFlat,
       pacedCapacityPerSecond: capacity === undefined ? undefined : capacity * 1000,
     };
   }
@@ -141,7 +141,7 @@ export class TunnelAcceptor<I = undefined> {
     if (this.#pending.size < this.maxPendingHandshakes) return undefined;
     const message = `too many handshakes in progress (limit ${this.maxPendingHandshakes}); retry later`;
     if (!(this.#pacer && this.#pacer.waiting > 0)) {
-      this.#refusedBusy++;
+      this.#refusedFlat++;
       return { status: 503, message, headers: { "Retry-After": "1" } };
     }
     this.#refusedScheduled++;

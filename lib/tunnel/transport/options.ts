@@ -53,7 +53,7 @@ export interface HandshakeStats {
    */
   refusedScheduled: number;
   /** Refused at the pending limit with a flat `Retry-After: 1` (no pacing, or none held back by it). */
-  refusedBusy: number;
+  refusedFlat: number;
   /**
    * Handshakes per second the pacer measured the loop taking while it held some back: the rate
    * places are given out at (times 1.5). Undefined without pacing, or until it has been measured.

@@ -192,7 +192,7 @@ describe("observability listener", () => {
       pending: 7,
       paced: 5,
       refusedScheduled: 40,
-      refusedBusy: 2,
+      refusedFlat: 2,
       pacedCapacityPerSecond: 86.5,
     }));
     text = await (await fetch(`${server.url}/metrics`)).text();

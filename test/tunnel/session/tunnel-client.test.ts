@@ -214,8 +214,8 @@ test("end to end: a paced server's refusal gives the client a place it keeps to,
   const held = Array.from({ length: 6 }, () => dial(server.url).catch(() => {}));
   const { acceptor } = server.listener;
   const settled = () => {
-    const { pending, paced, refusedScheduled, refusedBusy } = acceptor.handshakeStats;
-    return pending === 5 && paced > 0 && up + pending + refusedScheduled + refusedBusy === 6;
+    const { pending, paced, refusedScheduled, refusedFlat } = acceptor.handshakeStats;
+    return pending === 5 && paced > 0 && up + pending + refusedScheduled + refusedFlat === 6;
   };
   await until(settled, 5000, "all six arrived, the pending limit full, some of it held back by the pacer");
   const before = acceptor.handshakeStats.refusedScheduled;

@@ -245,7 +245,7 @@ describe("the acceptor with maxLoopUtilization", () => {
       pending: 0,
       paced: 0,
       refusedScheduled: 0,
-      refusedBusy: 0,
+      refusedFlat: 0,
       pacedCapacityPerSecond: undefined,
     });
     busy = busyLoop(19, 20);
@@ -298,7 +298,7 @@ describe("the acceptor with maxLoopUtilization", () => {
     expect(stats.refusedScheduled).toBe(
       refused.filter((r) => r.headers[RETRY_SCHEDULED_HEADER] === "1").length,
     );
-    expect(stats.refusedBusy).toBe(refused.length - stats.refusedScheduled);
+    expect(stats.refusedFlat).toBe(refused.length - stats.refusedScheduled);
     // Measured while it held the waiters back at one per 50 ms or so (20/s; more between the busy turns).
     expect(stats.pacedCapacityPerSecond).toBeGreaterThan(5);
     expect(stats.pacedCapacityPerSecond).toBeLessThan(200);
