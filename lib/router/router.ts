@@ -196,7 +196,9 @@ export class Router {
         if (stream) return stream;
         if (this.#closed) throw new Error("router closed"); // it was looking, not waiting, when close failed the waiters
         // Checked and armed in one go: a wake from now on both lands in `heard` and ends the wait.
-        if (heard.empty) await this.#waiters.wait(agentId, { deadline, signal }, noTunnel);
+        // Past the deadline the wait fails at once, whatever was heard.
+        if (heard.empty || Date.now() >= deadline)
+          await this.#waiters.wait(agentId, { deadline, signal }, noTunnel);
         look = heard.take();
       }
     } finally {

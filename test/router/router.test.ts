@@ -399,7 +399,7 @@ describe("clustered", () => {
     await agent.ready(5000);
     try {
       await until(async () => (await b.router.cluster.lookup("41")).length === 1, 5000, "a's entry");
-      expect(await ask(b.router, "41", "hi")).toBe("41\nhi");
+      expect(await ask(b.router, "41", "hi", 10_000)).toBe("41\nhi");
       expect(b.router.peerTunnels).toBe(1);
       const waiting = b.router.dial("404", HTTP, { deadline: Date.now() + 10_000 }).catch((e: unknown) => e);
       // The dial's own lookup went out before this is answered; the close's writes go after it.
@@ -451,7 +451,7 @@ describe("clustered", () => {
     await agent.ready(5000);
     try {
       await until(async () => (await b.router.cluster.lookup("43")).length === 1, 5000, "da's entry");
-      const stream = await b.router.dial("43", HTTP, { deadline: Date.now() + 2000 });
+      const stream = await b.router.dial("43", HTTP, { deadline: Date.now() + 10_000 });
       a.router.drain();
       await expect(dial(a.router.privateUrl)).rejects.toMatchObject({
         code: "NETWORK",
@@ -586,7 +586,7 @@ describe("clustered", () => {
     await agent.ready(5000);
     try {
       await until(async () => (await b.router.cluster.lookup("45")).length === 1, 5000, "ga's entry");
-      const stream = await b.router.dial("45", HTTP, { deadline: Date.now() + 2000 });
+      const stream = await b.router.dial("45", HTTP, { deadline: Date.now() + 10_000 });
       const url = a.router.privateUrl;
       const closing = a.router.close(30_000);
       // Unpublished: the close has moved on to the private API, which now lets the stream finish.
@@ -607,7 +607,7 @@ describe("clustered", () => {
     await agent.ready(5000);
     try {
       await until(async () => (await b.router.cluster.lookup("44")).length === 1, 5000, "za's entry");
-      const stream = await b.router.dial("44", HTTP, { deadline: Date.now() + 2000 });
+      const stream = await b.router.dial("44", HTTP, { deadline: Date.now() + 10_000 });
       stream.on("error", () => {});
       const closed = new Promise((resolve) => stream.once("close", resolve));
       await a.router.close(0);
