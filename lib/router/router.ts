@@ -5,13 +5,14 @@ import type { TunnelOptions, TunnelServer } from "../tunnel/session/index.ts";
 import { DEFAULT_GRACE_MS } from "../tunnel/session/index.ts";
 import type { DialOptions, ListenOptions } from "../tunnel/transport/index.ts";
 import { NoTunnelError, PeerRejectedError } from "./errors.ts";
+import { Heard, type Look, unite, type Wake } from "./heard.ts";
 import { openLocal } from "./local-open.ts";
 import { LocalRegistry, type Tunnel } from "./local-registry.ts";
 import { PeerAuth, type PeerAuthOptions } from "./peer-auth.ts";
 import { PeerPool } from "./peer-pool.ts";
 import { isNoTunnel, type PeerIdentity, type PeerListenLimits, servePeers } from "./peer-server.ts";
 import { createRedisClients, type RedisConnectionOptions } from "./redis-options.ts";
-import { type Candidate, RedisRegistry, type RedisRegistryOptions } from "./redis-registry.ts";
+import { RedisRegistry, type RedisRegistryOptions } from "./redis-registry.ts";
 import { Waiters } from "./waiters.ts";
 
 export const DEFAULT_DIAL_TIMEOUT_MS = 10_000;
@@ -56,9 +57,6 @@ export interface DialRouteOptions {
   deadline?: number | Date;
 }
 
-/** What woke a waiting dial: a tunnel here, or another replica's announcement. */
-type Wake = { local: true } | { local: false; candidate: Candidate };
-
 /**
  * Finds the tunnel to an agent wherever it is: on this replica, on another one (found through
  * Redis, reached over the private API), or soon (waiting for either until the deadline).
@@ -68,7 +66,10 @@ export class Router {
   readonly local = new LocalRegistry();
   readonly #opts: RouterOptions;
   readonly #auth: PeerAuth | undefined;
-  readonly #waiters = new Waiters<Wake>();
+  readonly #waiters = new Waiters<void>();
+  /** Per agent, what each dial under way has heard. */
+  readonly #dials = new Map<string, Set<Heard>>();
+  #closed = false;
   #pool: PeerPool | undefined;
   #server: TunnelServer<PeerIdentity> | undefined;
   #cluster: RedisRegistry | undefined;
@@ -110,7 +111,7 @@ export class Router {
     const { redis } = this.#opts;
     const auth = this.#auth;
     if (!redis || !api || !auth) {
-      this.local.on("available", (agentId) => this.#waiters.notify(agentId, { local: true }));
+      this.local.on("available", (agentId) => this.#wake(agentId, { local: true }));
       this.#started = true;
       return this;
     }
@@ -142,15 +143,15 @@ export class Router {
     });
     this.#cluster = cluster;
     cluster.on("error", (err) => this.#opts.onError?.(err));
-    cluster.on("announce", (agentId, candidate) =>
-      this.#waiters.notify(agentId, { local: false, candidate }),
-    );
+    cluster.on("announce", (agentId, candidate) => this.#wake(agentId, { local: false, candidate }));
     // Back from an outage: a replica that republished before this one listened again was not
-    // heard, so every caller waiting looks again instead of waiting out its deadline.
-    cluster.on("listening", () => this.#waiters.notifyAll({ local: true }));
+    // heard, so every dial under way looks again instead of waiting out its deadline.
+    cluster.on("listening", () => {
+      for (const agentId of this.#dials.keys()) this.#wake(agentId, { local: true });
+    });
     this.local.on("available", (agentId) => {
       cluster.hold(agentId);
-      this.#waiters.notify(agentId, { local: true });
+      this.#wake(agentId, { local: true });
     });
     this.local.on("unavailable", (agentId) => cluster.release(agentId));
     for (const agentId of this.local.agentIds()) cluster.hold(agentId); // registered before start
@@ -181,36 +182,45 @@ export class Router {
         : Number(options.deadline);
     const routed = { ...header, agentId };
     const noTunnel = (cause?: unknown) => new NoTunnelError(agentId, Date.now() - start, { cause });
-    let announced: Candidate | undefined;
-
-    for (;;) {
-      signal?.throwIfAborted();
-      // Listen before looking, so a tunnel that turns up during the lookup is not missed.
-      const cancel = new AbortController();
-      const waitSignal = signal ? AbortSignal.any([signal, cancel.signal]) : cancel.signal;
-      const wake = this.#waiters.wait(agentId, { deadline, signal: waitSignal }, noTunnel);
-      wake.catch(() => {});
-      let waiting = false;
-      try {
-        const stream = await this.#attempt(agentId, routed, announced, deadline, signal);
+    if (this.#closed) throw new Error("router closed");
+    // Listen before looking, and until the end: a tunnel that turns up while a pass is under way
+    // (its lookup in flight, even after something else woke the dial) is kept for the next pass.
+    const heard = new Heard();
+    const dials = this.#dials.get(agentId) ?? new Set<Heard>();
+    this.#dials.set(agentId, dials.add(heard));
+    try {
+      let look: Look = { everywhere: true, announced: [] };
+      for (;;) {
+        signal?.throwIfAborted();
+        const stream = await this.#attempt(agentId, routed, look, deadline, signal);
         if (stream) return stream;
-        waiting = true;
-      } finally {
-        if (!waiting) cancel.abort();
+        if (this.#closed) throw new Error("router closed"); // it was looking, not waiting, when close failed the waiters
+        // Checked and armed in one go: a wake from now on both lands in `heard` and ends the wait.
+        // Past the deadline the wait fails at once, whatever was heard.
+        if (heard.empty || Date.now() >= deadline)
+          await this.#waiters.wait(agentId, { deadline, signal }, noTunnel);
+        look = heard.take();
       }
-      const woken = await wake;
-      announced = woken.local ? undefined : woken.candidate;
+    } finally {
+      dials.delete(heard);
+      if (dials.size === 0 && this.#dials.get(agentId) === dials) this.#dials.delete(agentId);
     }
   }
 
+  /** Tells the dials under way for `agentId` what turned up, and wakes those waiting. */
+  #wake(agentId: string, wake: Wake): void {
+    for (const heard of this.#dials.get(agentId) ?? []) heard.add(wake);
+    this.#waiters.notify(agentId, undefined);
+  }
+
   /**
-   * One pass: a local tunnel, else each candidate replica (the announced one, or those Redis
-   * lists). Resolves `undefined` when nobody could take the stream yet.
+   * One pass: a local tunnel, else each candidate replica (those announced, then, when looking
+   * everywhere, those Redis lists). Resolves `undefined` when nobody could take the stream yet.
    */
   async #attempt(
     agentId: string,
     header: StreamHeaderInit,
-    announced: Candidate | undefined,
+    look: Look,
     deadline: number,
     signal: AbortSignal | undefined,
   ): Promise<Duplex | undefined> {
@@ -219,7 +229,9 @@ export class Router {
     const local = await openLocal(this.local, agentId, header, { signal, timeoutMs: timeoutMs() });
     if (local) return local;
     if (!cluster || !pool) return undefined; // single replica: wait for a local tunnel
-    const candidates = announced ? [announced] : await cluster.lookup(agentId);
+    const candidates = look.everywhere
+      ? unite(look.announced, await cluster.lookup(agentId))
+      : look.announced;
     let refused: PeerRejectedError | undefined;
     let answered = false;
     for (const c of candidates) {
@@ -269,6 +281,7 @@ export class Router {
    * expire, as a crash would, and `graceMs: 0` cuts everything at once.
    */
   async close(graceMs = DEFAULT_GRACE_MS, options: { unpublish?: boolean } = {}): Promise<void> {
+    this.#closed = true;
     this.#waiters.rejectAll(new Error("router closed"));
     await this.#cluster?.close({ unpublish: options.unpublish ?? true });
     this.#pool?.destroy();

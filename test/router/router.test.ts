@@ -351,7 +351,7 @@ describe("clustered", () => {
     try {
       await headerAgent(agents, "51", a);
       const waiting = b.router.dial("51", HTTP, { deadline: Date.now() + 10_000 });
-      await b.router.cluster.lookup("51"); // queued behind the dial's lookup: it is waiting now
+      await b.router.cluster.lookup("51"); // the dial's own lookup went out before this is answered
       await a.start();
       await until(async () => (await b.router.cluster.lookup("51")).length === 1, 5000, "la's entry");
       b.router.cluster.emit("listening"); // what b's registry says once it hears announcements again
@@ -399,10 +399,11 @@ describe("clustered", () => {
     await agent.ready(5000);
     try {
       await until(async () => (await b.router.cluster.lookup("41")).length === 1, 5000, "a's entry");
-      expect(await ask(b.router, "41", "hi")).toBe("41\nhi");
+      expect(await ask(b.router, "41", "hi", 10_000)).toBe("41\nhi");
       expect(b.router.peerTunnels).toBe(1);
       const waiting = b.router.dial("404", HTTP, { deadline: Date.now() + 10_000 }).catch((e: unknown) => e);
-      await b.router.cluster.lookup("404"); // queued behind the dial's lookup: it is waiting now
+      // The dial's own lookup went out before this is answered; the close's writes go after it.
+      await b.router.cluster.lookup("404");
       await b.router.close(0);
       expect(await waiting).toEqual(new Error("router closed"));
       expect(b.router.peerTunnels).toBe(0);
@@ -410,6 +411,22 @@ describe("clustered", () => {
       expect(Object.keys(await entries("41"))).toEqual(["ca"]);
     } finally {
       await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  test("close: a dial looking again when the router closes fails as a waiting one does, and so does a dial after it", async () => {
+    const b = await replica("cw");
+    try {
+      const looking = b.router.dial("404", HTTP, { deadline: Date.now() + 10_000 }).catch((e: unknown) => e);
+      // What b's registry says when its subscription is confirmed, late on a loaded machine: the
+      // dial is to look again, but its first lookup is still in flight.
+      b.router.cluster.emit("listening");
+      await b.router.cluster.lookup("404"); // answered before the dial's: that one is still in flight
+      await b.router.close(0);
+      expect(await looking).toEqual(new Error("router closed"));
+      await expect(b.router.dial("1", HTTP)).rejects.toEqual(new Error("router closed"));
+    } finally {
+      await b.close();
     }
   });
 
@@ -434,7 +451,7 @@ describe("clustered", () => {
     await agent.ready(5000);
     try {
       await until(async () => (await b.router.cluster.lookup("43")).length === 1, 5000, "da's entry");
-      const stream = await b.router.dial("43", HTTP, { deadline: Date.now() + 2000 });
+      const stream = await b.router.dial("43", HTTP, { deadline: Date.now() + 10_000 });
       a.router.drain();
       await expect(dial(a.router.privateUrl)).rejects.toMatchObject({
         code: "NETWORK",
@@ -503,10 +520,34 @@ describe("clustered", () => {
     try {
       await until(() => a.router.local.usable("61"), 5000, "agent 61 at na");
       expect(await b.router.cluster.lookup("61")).toEqual([]);
-      const waiting = ask(b.router, "61", "announced", 3000);
-      await b.router.cluster.lookup("61"); // queued behind the dial's lookup: it is waiting now
+      const waiting = ask(b.router, "61", "announced", 10_000);
+      // The dial sends its lookup once it has found no tunnel here, just after the first of these
+      // two: the second is answered after the dial's, so the dial has its empty answer.
+      await b.router.cluster.lookup("61");
+      await b.router.cluster.lookup("61");
       b.router.cluster.emit("announce", "61", { replicaId: "na", url: a.router.privateUrl });
       expect(await waiting).toBe("61\nannounced");
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  test("an announcement heard after something else woke the dial, before its next pass, is not lost", async () => {
+    const a = await replica("wa");
+    // As above: only the announcement emitted below tells wb where agent 65 is.
+    const b = await startReplica("wb", redis, { redis: { keyPrefix: `${PREFIX}wb:` } });
+    const agent = startAgent(a, "65");
+    clients.push(agent);
+    await agent.ready(5000);
+    try {
+      await until(() => a.router.local.usable("65"), 5000, "agent 65 at wa");
+      const waiting = ask(b.router, "65", "heard", 10_000);
+      // What wb's registry says when its subscription is confirmed, late on a loaded machine: the
+      // dial is to look again, but its first lookup is still in flight.
+      b.router.cluster.emit("listening");
+      await b.router.cluster.lookup("65"); // answered before the dial's: that one is still in flight
+      b.router.cluster.emit("announce", "65", { replicaId: "wa", url: a.router.privateUrl });
+      expect(await waiting).toBe("65\nheard");
     } finally {
       await Promise.all([a.close(), b.close()]);
     }
@@ -545,7 +586,7 @@ describe("clustered", () => {
     await agent.ready(5000);
     try {
       await until(async () => (await b.router.cluster.lookup("45")).length === 1, 5000, "ga's entry");
-      const stream = await b.router.dial("45", HTTP, { deadline: Date.now() + 2000 });
+      const stream = await b.router.dial("45", HTTP, { deadline: Date.now() + 10_000 });
       const url = a.router.privateUrl;
       const closing = a.router.close(30_000);
       // Unpublished: the close has moved on to the private API, which now lets the stream finish.
@@ -566,7 +607,7 @@ describe("clustered", () => {
     await agent.ready(5000);
     try {
       await until(async () => (await b.router.cluster.lookup("44")).length === 1, 5000, "za's entry");
-      const stream = await b.router.dial("44", HTTP, { deadline: Date.now() + 2000 });
+      const stream = await b.router.dial("44", HTTP, { deadline: Date.now() + 10_000 });
       stream.on("error", () => {});
       const closed = new Promise((resolve) => stream.once("close", resolve));
       await a.router.close(0);
