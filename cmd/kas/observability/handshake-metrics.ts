@@ -4,8 +4,8 @@ import type { HandshakeStats } from "../../../lib/tunnel/index.ts";
 /**
  * The agent listener's handshakes, read from its acceptor at scrape time: how many are in
  * progress and held back by the pacer, how fast the pacer measured the loop taking them, and the
- * refusals at the pending limit (a reconnecting herd shows as `scheduled` ones; `flat` ones
- * mean handshakes piled up with none held back by the pacer: authentication, GitLab, was slow).
+ * refusals at the pending limit (`scheduled`: given a place, as a reconnecting herd is; `flat`:
+ * `Retry-After: 1`, with pacing off).
  */
 export class HandshakeMetrics {
   #source: (() => HandshakeStats) | undefined;

@@ -74,7 +74,7 @@ export class HandshakePacer {
   /** Handshakes refused and told when to come back, not yet due (decayed from #promisedAt at the rate). */
   #promised = 0;
   #promisedAt = performance.now();
-  /** Per client address, its places not yet due; empty until a handshake is refused while some wait. */
+  /** Per client address, its places not yet due; empty until a handshake is refused. */
   readonly #places = new Map<string, Places>();
   /** When the last place of all comes due: from then on the map can be emptied at once. */
   #lastDue = Number.NEGATIVE_INFINITY;
@@ -133,9 +133,10 @@ export class HandshakePacer {
   }
 
   /**
-   * For a handshake refused because too many are in progress while some wait here: when to come
-   * back, in whole seconds, up to 30. Each refusal takes the next place in a queue behind the
-   * waiting ones, drained at the rate the loop has let waiters through while it held some back and
+   * For a handshake refused because too many are in progress: when to come back, in whole
+   * seconds, up to 30. Each refusal takes the next place in a queue behind the `inProgress`
+   * handshakes (default: those waiting here; the acceptor counts those still being authenticated
+   * too, as they will pass here next), drained at the rate the loop has let waiters through while it held some back and
    * was busy (`capacityPerMs`, remembered across quiet spells; until it is known, at least one per
    * 50 ms), or the rate handshakes have been going through if higher, places given out 1.5 times
    * as fast: agents refused together come back spread over the time it takes, not all in the next
@@ -159,9 +160,9 @@ export class HandshakePacer {
    * Bounded: an address's places are forgotten once they are all due (looked for at most once a
    * second among all, and the whole map emptied by the first handshake after the last one is due);
    * beyond 10,000 addresses holding places, new ones share one set of places, as behind a balancer.
-   * Nothing is kept, and nothing runs, until a handshake is refused while some wait.
+   * Nothing is kept, and nothing runs, until a handshake is refused.
    */
-  retryAfterSeconds(remoteAddress?: string): number {
+  retryAfterSeconds(remoteAddress?: string, inProgress: number = this.#waiting.length): number {
     const now = performance.now();
     // The rate the loop can take waiters at, as measured while it held some back; not only the
     // rate they have been going through, which the agents told to come back later set themselves:
@@ -183,7 +184,7 @@ export class HandshakePacer {
     // Round held + 1 of a fair queue: at most held + 1 places of each address ahead, and no more
     // than all the places promised (exact when one address holds them all, as behind a balancer).
     const ahead = Math.min(this.#promised, (held + 1) * addresses);
-    const ms = (this.#waiting.length + ahead) / perMs;
+    const ms = (Math.max(inProgress, this.#waiting.length) + ahead) / perMs;
     const due = now + Math.min(ms, MAX_RETRY_AFTER_S * 1000);
     this.#places.set(key, { held: held + 1, at: now, due });
     if (due > this.#lastDue) this.#lastDue = due;

@@ -52,7 +52,7 @@ export interface HandshakeStats {
    * (`Retry-After` with `Tunnel-Retry-Scheduled: 1`).
    */
   refusedScheduled: number;
-  /** Refused at the pending limit with a flat `Retry-After: 1` (no pacing, or none held back by it). */
+  /** Refused at the pending limit with a flat `Retry-After: 1` (without pacing). */
   refusedFlat: number;
   /**
    * Handshakes per second the pacer measured the loop taking while it held some back: the rate
