@@ -112,6 +112,7 @@ export class TunnelMetrics {
       this.#closedBytesIn += bytesIn;
       this.#closedBytesOut += bytesOut;
       this.#live.delete(session);
+      this.#sums = undefined; // its bytes now count as closed: not twice in a scrape of this turn
     });
   }
 }

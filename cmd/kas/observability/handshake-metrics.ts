@@ -5,7 +5,7 @@ import type { HandshakeStats } from "../../../lib/tunnel/index.ts";
  * The agent listener's handshakes, read from its acceptor at scrape time: how many are in
  * progress and held back by the pacer, how fast the pacer measured the loop taking them, and the
  * refusals at the pending limit (`scheduled`: given a place, as a reconnecting herd is; `flat`:
- * `Retry-After: 1`, with pacing off).
+ * `Retry-After: 1`, with pacing off or nothing for the pacer to go on yet).
  */
 export class HandshakeMetrics {
   #source: (() => HandshakeStats) | undefined;
@@ -34,7 +34,7 @@ export class HandshakeMetrics {
     );
     gauge(
       "kas_agent_handshake_capacity_per_second",
-      "Handshakes per second the pacer measured the event loop taking while it held some back; refused handshakes are given places at 1.5 times this. 0 until measured.",
+      "Handshakes per second the pacer measured the event loop taking while it held some back; refused handshakes are given places at 1.5 times this (or the recent rate, if higher). 0 until measured.",
       (s) => s.pacedCapacityPerSecond ?? 0,
     );
     new Counter({

@@ -140,15 +140,18 @@ export class TunnelAcceptor<I = undefined> {
     if (this.#closing) return { status: 503, message: "server shutting down" };
     if (this.#pending.size < this.maxPendingHandshakes) return undefined;
     const message = `too many handshakes in progress (limit ${this.maxPendingHandshakes}); retry later`;
-    if (!this.#pacer) {
+    // A schedule needs a pace to go on: handshakes held back now, or a rate measured before (a herd's
+    // first wave meets the 128 still being authenticated, none held back yet). Without either (say,
+    // authentication is slow, not the loop) a place would be made up: a flat second, a floor only.
+    if (!(this.#pacer && (this.#pacer.waiting > 0 || this.#pacer.capacityPerMs !== undefined))) {
       this.#refusedFlat++;
       return { status: 503, message, headers: { "Retry-After": "1" } };
     }
     this.#refusedScheduled++;
     // Every handshake in progress goes through the pacer once authenticated, those still being
-    // authenticated too (a herd's first wave meets them there): come back when the queue ahead of
-    // you has gone through, not in the next second. Refused before authentication: the queue is
-    // shared by client address (see retryAfterSeconds).
+    // authenticated too: come back when the queue ahead of you has gone through, not in the next
+    // second. Refused before authentication: the queue is shared by client address (see
+    // retryAfterSeconds).
     const retryAfter = String(this.#pacer.retryAfterSeconds(request.remoteAddress, this.#pending.size));
     return { status: 503, message, headers: { "Retry-After": retryAfter, [RETRY_SCHEDULED_HEADER]: "1" } };
   }

@@ -52,11 +52,15 @@ export interface HandshakeStats {
    * (`Retry-After` with `Tunnel-Retry-Scheduled: 1`).
    */
   refusedScheduled: number;
-  /** Refused at the pending limit with a flat `Retry-After: 1` (without pacing). */
+  /**
+   * Refused at the pending limit with a flat `Retry-After: 1`: without pacing, or with nothing for
+   * the pacer to go on (none held back, no rate measured yet).
+   */
   refusedFlat: number;
   /**
-   * Handshakes per second the pacer measured the loop taking while it held some back: the rate
-   * places are given out at (times 1.5). Undefined without pacing, or until it has been measured.
+   * Handshakes per second the pacer measured the loop taking while it held some back. Places are
+   * given out at 1.5 times this, or the recent rate through the pacer if higher. Undefined without
+   * pacing, or until it has been measured.
    */
   pacedCapacityPerSecond: number | undefined;
 }

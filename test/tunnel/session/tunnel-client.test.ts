@@ -12,6 +12,7 @@ import {
   type TunnelServer,
   type TunnelSession,
 } from "../../../lib/tunnel/index.ts";
+import { HandshakePacer } from "../../../lib/tunnel/transport/handshake-pacer.ts";
 import { readText } from "../../support/read-all.ts";
 import { until } from "../../support/until.ts";
 
@@ -196,44 +197,44 @@ test("a place in a paced server's schedule beyond the backoff's next step is kep
 });
 
 test("end to end: a paced server's refusal gives the client a place it keeps to, marked scheduled, without stepping its backoff", async () => {
-  // The pacer's looks never come (its timers are fake): handshakes it holds back stay, so the
-  // pending limit stays full while the client dials.
-  vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
-  let up = 0;
+  // The pending limit held full by handshakes in authentication; the pacer with a rate to go on
+  // (as one that has taken arrivals before remembers it: 20/s).
+  const capacity = vi.spyOn(HandshakePacer.prototype, "capacityPerMs", "get").mockReturnValue(0.02);
+  cleanup.push(async () => capacity.mockRestore());
+  let arrived = 0;
+  let release!: () => void;
+  const authenticating = new Promise<void>((resolve) => {
+    release = resolve;
+  });
   const server = await serveTunnels<undefined>({
     host: "127.0.0.1",
     maxLoopUtilization: 0.5,
     maxPendingHandshakes: 5,
-    onSession: (s) => {
-      up++;
-      s.destroy();
+    authenticate: async () => {
+      arrived++;
+      await authenticating;
     },
+    onSession: (s) => s.destroy(),
   });
   cleanup.push(() => server.close(100));
-  // One more than the limit: a lone first one on a quiet loop goes through at once.
-  const held = Array.from({ length: 6 }, () => dial(server.url).catch(() => {}));
-  const { acceptor } = server.listener;
-  const settled = () => {
-    const { pending, paced, refusedScheduled, refusedFlat } = acceptor.handshakeStats;
-    return pending === 5 && paced > 0 && up + pending + refusedScheduled + refusedFlat === 6;
-  };
-  await until(settled, 5000, "all six arrived, the pending limit full, some of it held back by the pacer");
-  const before = acceptor.handshakeStats.refusedScheduled;
+  cleanup.push(async () => release());
+  const held = Array.from({ length: 5 }, () => dial(server.url).then((c) => c.destroy()));
+  await until(() => arrived === 5, 10_000, "the pending limit full of handshakes in authentication");
   const c = client(server, { backoff: { initialMs: 500, maxMs: 10_000, factor: 2, jitter: 0 } });
   const retry = await next(c, "retry");
-  // A second (the least a place is told) is beyond the backoff's first step of 500 ms: kept to.
+  // A second (6 / 30 per s, rounded up) is beyond the backoff's first step of 500 ms: kept to.
   expect(retry).toMatchObject({ attempt: 0, reason: "dial", retryAfterMs: 1000, scheduled: true });
   expect(retry.delayMs).toBeGreaterThanOrEqual(1000);
   expect((retry.error as HandshakeError).status).toBe(503);
-  expect(acceptor.handshakeStats.refusedScheduled).toBe(before + 1);
-  vi.useRealTimers();
-  await server.close(100);
+  expect(server.listener.acceptor.handshakeStats.refusedScheduled).toBe(1);
+  await c.close(100);
+  release();
   await Promise.all(held);
 });
 
 /** The next `event` of the client; the deadline is on the real clock, so fake timers do not stop it. */
-async function next<E extends "connected" | "retry" | "stable">(c: TunnelClient, event: E, timeoutMs = 5000) {
-  const [value] = await once(c, event, { signal: AbortSignal.timeout(timeoutMs) });
+async function next<E extends "connected" | "retry" | "stable">(c: TunnelClient, event: E) {
+  const [value] = await once(c, event, { signal: AbortSignal.timeout(5000) });
   return value as E extends "retry" ? RetryInfo : TunnelSession;
 }
 
