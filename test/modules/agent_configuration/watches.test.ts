@@ -619,13 +619,22 @@ describe("configuration watches", () => {
     follow(agent(2, "b", repo));
     await until(() => states.get("2")?.commitId === commit && reads >= 1, 10_000, "b read, a failed");
     await until(async () => (await failures()) >= 1, 10_000, "failure counted");
-    for (const delay of [1_000, 2_000, 4_000]) {
-      const before = reads;
+    // A poll counts a's failure before it has read b's file (real git), and b's subscription may
+    // have asked for a second poll at once: the retry is armed only when the polls are done, and
+    // the clock must not move before that (the retry is the only fake timer).
+    const retryArmed = () => until(() => vi.getTimerCount() === 1, 10_000, "the retry armed");
+    await retryArmed();
+    for (let retry = 0; retry < 3; retry++) {
+      const before = reads; // every read of a's file failed, and was counted
+      expect(await failures()).toBe(before);
+      const delay = 1_000 * 2 ** (before - 1); // 1 s after one failure, doubling
       await vi.advanceTimersByTimeAsync(delay - 50);
-      expect(reads).toBe(before);
+      expect(vi.getTimerCount(), `no retry before ${delay} ms`).toBe(1);
       await vi.advanceTimersByTimeAsync(100);
+      expect(vi.getTimerCount(), `the retry at ${delay} ms`).toBe(0); // fired: its poll under way
       await until(() => reads === before + 1, 10_000, `retry after ${delay} ms`);
       await until(async () => (await failures()) === before + 1, 10_000, "counted");
+      await retryArmed();
     }
     expect(states.get("1")?.problem?.kind).toBe("repository");
     // The project was listed and batched once: its commit is known to be read per agent.
