@@ -140,10 +140,9 @@ export class TunnelAcceptor<I = undefined> {
     if (this.#closing) return { status: 503, message: "server shutting down" };
     if (this.#pending.size < this.maxPendingHandshakes) return undefined;
     const message = `too many handshakes in progress (limit ${this.maxPendingHandshakes}); retry later`;
-    // A schedule needs a pace to go on: handshakes held back now, or a rate measured before (a herd's
-    // first wave meets the 128 still being authenticated, none held back yet). Without either (say,
-    // authentication is slow, not the loop) a place would be made up: a flat second, a floor only.
-    if (!(this.#pacer && (this.#pacer.waiting > 0 || this.#pacer.capacityPerMs !== undefined))) {
+    // With nothing to schedule by, a flat second: a floor only. (A herd's first wave meets the 128
+    // still being authenticated, none held back yet: the rate measured before schedules it.)
+    if (!this.#pacer?.canSchedule) {
       this.#refusedFlat++;
       return { status: 503, message, headers: { "Retry-After": "1" } };
     }

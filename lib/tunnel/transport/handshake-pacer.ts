@@ -91,6 +91,14 @@ export class HandshakePacer {
     return this.#waiting.length;
   }
 
+  /**
+   * Whether refusals can be given places: some handshakes held back now, or a rate measured
+   * before. Without either (say, authentication is slow, not the loop) a place would be made up.
+   */
+  get canSchedule(): boolean {
+    return this.#waiting.length > 0 || this.capacityPerMs !== undefined;
+  }
+
   /** Client addresses (IPv6: /64 prefixes) holding places not yet due (some may have come due within the last second). */
   get addresses(): number {
     return this.#places.size;
@@ -133,14 +141,15 @@ export class HandshakePacer {
   }
 
   /**
-   * For a handshake refused because too many are in progress: when to come back, in whole
-   * seconds, up to 30. Each refusal takes the next place in a queue behind the `inProgress`
-   * handshakes (default: those waiting here; the acceptor counts those still being authenticated
-   * too, as they will pass here next), drained at the rate the loop has let waiters through while it held some back and
-   * was busy (`capacityPerMs`, remembered across quiet spells; until it is known, at least one per
-   * 50 ms), or the rate handshakes have been going through if higher, places given out 1.5 times
-   * as fast: agents refused together come back spread over the time it takes, not all in the next
-   * second (and then again, each time later), nor more slowly than the loop can take them.
+   * For a handshake refused because too many are in progress (see `canSchedule`): when to come
+   * back, in whole seconds, up to 30. Each refusal takes the next place in a queue behind the
+   * `inProgress` handshakes (default: those waiting here; the acceptor counts those still being
+   * authenticated too, as they will pass here next), drained at the rate the loop has let waiters
+   * through while it held some back and was busy (`capacityPerMs`, remembered across quiet spells;
+   * until it is known, at least one per 50 ms), or the rate handshakes have been going through if
+   * higher, places given out 1.5 times as fast: agents refused together come back spread over the
+   * time it takes, not all in the next second (and then again, each time later), nor more slowly
+   * than the loop can take them.
    *
    * The queue is shared fairly among client addresses (`remoteAddress`, the peer of the TCP
    * connection as this process sees it; IPv6 by /64 prefix, which one subscriber commonly holds
@@ -184,7 +193,7 @@ export class HandshakePacer {
     // Round held + 1 of a fair queue: at most held + 1 places of each address ahead, and no more
     // than all the places promised (exact when one address holds them all, as behind a balancer).
     const ahead = Math.min(this.#promised, (held + 1) * addresses);
-    const ms = (Math.max(inProgress, this.#waiting.length) + ahead) / perMs;
+    const ms = (inProgress + ahead) / perMs;
     const due = now + Math.min(ms, MAX_RETRY_AFTER_S * 1000);
     this.#places.set(key, { held: held + 1, at: now, due });
     if (due > this.#lastDue) this.#lastDue = due;
