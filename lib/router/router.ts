@@ -170,7 +170,8 @@ export class Router {
    * agent; the Duplex is positioned at the start of the agent's payload. Rejects with
    * NoTunnelError (deadline), RegistryUnavailableError (not local, Redis down),
    * PeerRejectedError (a replica refused our credentials), the agent's StreamRejectedError,
-   * or the signal's reason.
+   * the signal's reason, or `Error("router closed")` once `close` was called (whatever the
+   * close cut under the dial is its `cause`).
    */
   async dial(agentId: string, header: StreamHeaderInit, options: DialRouteOptions = {}): Promise<Duplex> {
     this.#parts();
@@ -192,7 +193,11 @@ export class Router {
       let look: Look = { everywhere: true, announced: [] };
       for (;;) {
         signal?.throwIfAborted();
-        const stream = await this.#attempt(agentId, routed, look, deadline, signal);
+        const stream = await this.#attempt(agentId, routed, look, deadline, signal).catch((err: unknown) => {
+          // The close cut the lookup or the peer tunnel under it: say why, as a waiting dial does.
+          if (this.#closed && !signal?.aborted) throw new Error("router closed", { cause: err });
+          throw err;
+        });
         if (stream) return stream;
         if (this.#closed) throw new Error("router closed"); // it was looking, not waiting, when close failed the waiters
         // Checked and armed in one go: a wake from now on both lands in `heard` and ends the wait.

@@ -3,7 +3,7 @@
 // waiting dial, which refusals through a peer end a dial at once, and what start, drain and close
 // do to the private API, Redis and waiting dials. One redis-server for the file.
 import { once } from "node:events";
-import { connect, type Socket } from "node:net";
+import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
@@ -269,6 +269,16 @@ describe("clustered", () => {
     }
   };
 
+  const redisPublish = async (channel: string, message: object) => {
+    const c = new Redis({ ...redis.connection, lazyConnect: true });
+    await c.connect();
+    try {
+      await c.publish(channel, JSON.stringify(message));
+    } finally {
+      c.disconnect();
+    }
+  };
+
   test("the private URL is the advertised one when given, else where it listens", async () => {
     const port = await closedPort();
     const r = new Router({
@@ -430,6 +440,37 @@ describe("clustered", () => {
     }
   });
 
+  test("close: a dial whose Redis lookup is still in flight fails with 'router closed', not the registry's error", async () => {
+    // cl reaches Redis through a relay that can hold Redis' answers back.
+    let holding = false;
+    const relay = createServer((client) => {
+      const upstream = connect(redis.connection);
+      client.pipe(upstream);
+      upstream.on("data", (chunk: Buffer) => void (holding || client.write(chunk)));
+      const cut = () => {
+        client.destroy();
+        upstream.destroy();
+      };
+      for (const s of [client, upstream]) s.on("error", cut).on("close", cut);
+    });
+    await new Promise<void>((resolve) => relay.listen(0, "127.0.0.1", resolve));
+    const { port } = relay.address() as AddressInfo;
+    const b = await startReplica("cl", redis, { redis: { server: { host: "127.0.0.1", port } } });
+    const lookup = vi.spyOn(b.router.cluster, "lookup");
+    try {
+      holding = true;
+      const looking = b.router.dial("404", HTTP, { deadline: Date.now() + 10_000 }).catch((e: unknown) => e);
+      await until(() => lookup.mock.calls.length > 0, 5000, "the dial's lookup");
+      await b.router.close(0, { unpublish: false }); // drops the connection the lookup waits on
+      const err = (await within(looking, 5000, "the dial to fail")) as Error;
+      expect(err.message).toBe("router closed");
+      expect((err.cause as Error).name).toBe("RegistryUnavailableError");
+    } finally {
+      await b.close();
+      relay.close();
+    }
+  });
+
   test("close unpublishes by default", async () => {
     const a = await replica("ua");
     const agent = startAgent(a, "42");
@@ -520,13 +561,20 @@ describe("clustered", () => {
     try {
       await until(() => a.router.local.usable("61"), 5000, "agent 61 at na");
       expect(await b.router.cluster.lookup("61")).toEqual([]);
+      // nb hears announcements on its channel: no late `listening` will send the dial looking again.
+      const subscribed = once(b.router.cluster, "announce");
+      await redisPublish(`${PREFIX}nb:announce`, { agentId: "0", replicaId: "x", url: "http://127.0.0.1:1" });
+      await within(subscribed, 5000, "nb's subscription");
+      const lookup = vi.spyOn(b.router.cluster, "lookup");
       const waiting = ask(b.router, "61", "announced", 10_000);
       // The dial sends its lookup once it has found no tunnel here, just after the first of these
       // two: the second is answered after the dial's, so the dial has its empty answer.
       await b.router.cluster.lookup("61");
       await b.router.cluster.lookup("61");
+      const lookups = lookup.mock.calls.length; // these two and the dial's first pass
       b.router.cluster.emit("announce", "61", { replicaId: "na", url: a.router.privateUrl });
       expect(await waiting).toBe("61\nannounced");
+      expect(lookup.mock.calls.length).toBe(lookups); // the announced replica was enough
     } finally {
       await Promise.all([a.close(), b.close()]);
     }
