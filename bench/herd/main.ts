@@ -9,10 +9,12 @@
 // p99 during the herd against its p99 before it, in the same run; and the surviving replica's own
 // side of it (replica-stats.ts: its longest event-loop delay and its CPU time) and Redis's commands.
 // BENCH_HERD_PROFILE=cpu: a CPU profile of the surviving replica over exactly the herd's window
-// (bench/scale/probe.js preloaded into it), summarised on stderr; =cpu-baseline: over the baseline.
+// (bench/scale/probe.js preloaded into it), summarised on stderr; =cpu-baseline: over the baseline;
+// =stalls: the surviving replica's event-loop stalls and GC pauses in both windows, and which of the
+// probe's slow requests fell in one.
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
-import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -31,7 +33,7 @@ import { PROBE_TOKEN, startHerdCluster } from "./cluster.ts";
 import { startKubeProbe } from "./kube-probe.ts";
 import type { AgentsMessage, AgentsPlan, HerdReport } from "./protocol.ts";
 import { callsBetween, redisCalls } from "./redis-stats.ts";
-import { ReplicaStats } from "./replica-stats.ts";
+import { ReplicaStats, type ReplicaWindow } from "./replica-stats.ts";
 
 const { args, log } = benchArgs({
   agents: "10000",
@@ -81,8 +83,11 @@ const METHODS: GitalyMethod[] = [
   "GetBlobs",
 ];
 const PROFILE = process.env.BENCH_HERD_PROFILE;
-if (PROFILE !== undefined && PROFILE !== "cpu" && PROFILE !== "cpu-baseline")
-  throw new Error(`BENCH_HERD_PROFILE: "cpu" or "cpu-baseline", got ${PROFILE}`);
+if (PROFILE !== undefined && PROFILE !== "cpu" && PROFILE !== "cpu-baseline" && PROFILE !== "stalls")
+  throw new Error(`BENCH_HERD_PROFILE: "cpu", "cpu-baseline" or "stalls", got ${PROFILE}`);
+/** Stalls shorter than this are left out of the report (the probe's own requests take a few ms). */
+const STALL_REPORT_MS = 50;
+
 const loadBefore = loadavg()[0]!;
 const startedAt = new Date();
 const dir = mkdtempSync(join(tmpdir(), "bench-herd-"));
@@ -106,7 +111,7 @@ const cluster = await startHerdCluster({
       // After any NODE_OPTIONS --kas-env gave both replicas.
       NODE_OPTIONS: `${KAS_ENV.NODE_OPTIONS ?? ""} --import ${new URL("../scale/probe.js", import.meta.url).pathname}`,
       BENCH_SCALE_PROBE_DIR: dir,
-      BENCH_SCALE_PROFILE: "cpu",
+      BENCH_SCALE_PROFILE: PROFILE === "stalls" ? "stalls" : "cpu",
     },
   }),
 });
@@ -174,7 +179,9 @@ try {
     clients: Number(args["probe-clients"]),
     intervalMs: Number(args["probe-interval"]),
   });
-  if (PROFILE === "cpu-baseline") await probeStep(survivor.child.pid!, dir, 0); // the profiler starts
+  // The profiler, or the stall trace, starts.
+  if (PROFILE === "cpu-baseline" || PROFILE === "stalls") await probeStep(survivor.child.pid!, dir, 0);
+  const baselineStart = performance.now();
   await sleep(Number(args.baseline) * 1000); // pacing: the baseline window is a length of time
   if (PROFILE === "cpu-baseline") await summariseProfile("the baseline");
   const onVictim = count(cluster.kas[0]!.out(), '"msg":"agent connected"');
@@ -184,6 +191,7 @@ try {
   const redisBefore = await redisCalls(cluster.redis.port);
   const redisBaseline = callsBetween(redisAtStart, redisBefore);
   if (PROFILE === "cpu") await probeStep(survivor.child.pid!, dir, 0); // the profiler starts
+  if (PROFILE === "stalls") await probeStep(survivor.child.pid!, dir, 1); // the baseline's stalls
   // What else was busy during the herd: the process playing every agent, and the whole machine.
   const agentsCpuBefore = cpuSeconds(agentsProc.pid!);
   const machineBefore = machineCpuSeconds();
@@ -206,6 +214,7 @@ try {
   const machineShare = (machineAfter.busy - machineBefore.busy) / herdS;
   const redisDuring = callsBetween(redisBefore, await redisCalls(cluster.redis.port));
   if (PROFILE === "cpu") await summariseProfile("the herd");
+  if (PROFILE === "stalls") await probeStep(survivor.child.pid!, dir, 2); // the herd's
   await probe.stop();
   const before = probe.samples.filter((s) => s.at < kill);
   const during = probe.samples.filter((s) => s.at >= kill && s.at <= herdEnd);
@@ -226,6 +235,13 @@ try {
     during.map((x) => x.ms),
     99,
   );
+  const stallTrace =
+    PROFILE === "stalls"
+      ? {
+          baseline: traceStalls(readStalls(1), before, 3 * p99Before, baselineStart),
+          herd: traceStalls(readStalls(2), during, 3 * p99Before, kill),
+        }
+      : undefined;
   const result = {
     date: startedAt.toISOString(),
     agents: N,
@@ -286,6 +302,8 @@ try {
         before: round(baselineStats.capacityPerSecond),
         after: round(herdStats.capacityPerSecond),
       },
+      gc_before: gcSummary(baselineStats),
+      gc_during: gcSummary(herdStats),
     },
     /** Cores busy during the herd: the agents' process, and the whole machine (of its cores). */
     during_herd_cores_busy: {
@@ -302,6 +320,7 @@ try {
       during: during.length,
       failed_during: during.filter((x) => !x.ok).length,
     },
+    ...(stallTrace && { stall_trace: stallTrace }),
   };
   if (args.json) {
     process.stdout.write(`${JSON.stringify(result)}\n`);
@@ -374,6 +393,16 @@ try {
             "-",
           ],
           [
+            "surviving replica: GC, share of its CPU time before / during",
+            `${result.survivor.gc_before.share_of_cpu} / ${result.survivor.gc_during.share_of_cpu}`,
+            "-",
+          ],
+          [
+            "surviving replica during the herd: mark-compact pauses n, total ms, >= 100 ms / scavenges n, total ms, >= 100 ms / incremental marking ms",
+            `${gcRow(result.survivor.gc_during.major)} / ${gcRow(result.survivor.gc_during.minor)} / ${result.survivor.gc_during.incremental.ms}`,
+            "-",
+          ],
+          [
             "during the herd, cores busy: the agents' process / the whole machine (of its cores)",
             `${result.during_herd_cores_busy.agents_process} / ${result.during_herd_cores_busy.machine} (of ${result.during_herd_cores_busy.machine_cores})`,
             "-",
@@ -396,11 +425,94 @@ try {
         `All ${N} agents first came up in ${round(upS)} s (GitLab agent_info calls then: ${agentInfoBefore}). ` +
         `Load average ${round(loadBefore, 2)} before, ${result.load_after} after.`,
     );
+    if (stallTrace) {
+      for (const [window, t] of Object.entries(stallTrace))
+        console.log(
+          `\nThe surviving replica's stalls (${window}): ${t.stalls} of ${STALL_REPORT_MS} ms or more, ` +
+            `${t.stalls_over_100ms} of 100 ms or more, the longest ${t.longest_ms} ms, ${t.stall_ms} ms in all, ` +
+            `${t.gc_in_stalls_ms} ms of it in GC pauses (${t.gc_pauses_over_50ms} pauses of 50 ms or more, the longest ${t.longest_gc_ms} ms); ` +
+            `probe requests slower than 3x the baseline's p99 (${round(3 * p99Before)} ms): ${t.slow}, ` +
+            `${t.slow_in_stall} of them while the replica stalled, ${t.slow_in_gc} during a GC pause of ${STALL_REPORT_MS} ms or more. ` +
+            `The longest stalls (s into the window: ms, of it GC): ${t.longest.map((x) => `${x.at_s}: ${x.ms} (${x.gc_ms})`).join(", ")}.`,
+        );
+    }
   }
 } finally {
   child?.kill("SIGKILL");
   await cluster.close();
   rmSync(dir, { recursive: true, force: true });
+}
+
+interface StallLog {
+  loop: { end: number; ms: number }[];
+  gc: { start: number; ms: number; kind: number }[];
+}
+
+function readStalls(seq: number): StallLog {
+  return JSON.parse(readFileSync(join(dir, `stalls-${seq}.json`), "utf8")) as StallLog;
+}
+
+/**
+ * The surviving replica's loop stalls and GC pauses in a window (epoch ms, from probe.js), and which
+ * of the probe's samples slower than `slowMs` overlapped one (the probe's times are this process's
+ * performance.now(): both clocks are turned to epoch ms).
+ */
+function traceStalls(log: StallLog, samples: { at: number; ms: number }[], slowMs: number, from: number) {
+  const stalls = log.loop
+    .filter((x) => x.ms >= STALL_REPORT_MS)
+    .map((x) => ({ from: x.end - x.ms, to: x.end }));
+  const pauses = log.gc.map((g) => ({ from: g.start, to: g.start + g.ms }));
+  const overlaps = (a: { from: number; to: number }, b: { from: number; to: number }) =>
+    a.from < b.to && b.from < a.to;
+  const inside = (g: { from: number; to: number }, s: { from: number; to: number }) =>
+    Math.max(0, Math.min(g.to, s.to) - Math.max(g.from, s.from));
+  const slow = samples
+    .filter((x) => x.ms > slowMs)
+    .map((x) => ({ from: performance.timeOrigin + x.at, to: performance.timeOrigin + x.at + x.ms }));
+  return {
+    stalls: stalls.length,
+    stalls_over_100ms: stalls.filter((x) => x.to - x.from >= 100).length,
+    longest_ms: round(Math.max(0, ...stalls.map((x) => x.to - x.from))),
+    stall_ms: round(stalls.reduce((sum, x) => sum + x.to - x.from, 0)),
+    gc_in_stalls_ms: round(stalls.reduce((sum, s) => sum + pauses.reduce((t, g) => t + inside(g, s), 0), 0)),
+    gc_pauses_over_50ms: log.gc.filter((g) => g.ms >= 50).length,
+    longest_gc_ms: round(Math.max(0, ...log.gc.map((g) => g.ms))),
+    slow: slow.length,
+    slow_in_stall: slow.filter((x) => stalls.some((s) => overlaps(x, s))).length,
+    slow_in_gc: slow.filter((x) => pauses.some((g) => g.to - g.from >= STALL_REPORT_MS && overlaps(x, g)))
+      .length,
+    /** The longest stalls: when (s after the window's start), how long, and how much of it GC. */
+    longest: [...stalls]
+      .sort((a, b) => b.to - b.from - (a.to - a.from))
+      .slice(0, 8)
+      .map((x) => ({
+        at_s: round((x.from - (performance.timeOrigin + from)) / 1000, 2),
+        ms: round(x.to - x.from),
+        gc_ms: round(pauses.reduce((t, g) => t + inside(g, x), 0)),
+      })),
+  };
+}
+
+/** A window's collections in ms, and their share of the replica's CPU time in it. */
+function gcSummary(w: ReplicaWindow) {
+  const kinds = Object.entries(w.gc) as [keyof ReplicaWindow["gc"], ReplicaWindow["gc"]["major"]][];
+  const total = kinds.reduce((sum, [, g]) => sum + g.seconds, 0);
+  const of = (k: keyof ReplicaWindow["gc"]) => ({
+    count: w.gc[k].count,
+    ms: round(w.gc[k].seconds * 1000),
+    over_100ms: w.gc[k].over100ms,
+  });
+  return {
+    major: of("major"),
+    minor: of("minor"),
+    incremental: of("incremental"),
+    weakcb: of("weakcb"),
+    share_of_cpu: round(total / Math.max(w.cpuSeconds, 1e-9), 2),
+  };
+}
+
+function gcRow(g: { count: number; ms: number; over_100ms: number }): string {
+  return `${g.count}, ${g.ms}, ${g.over_100ms}`;
 }
 
 /** Stops the surviving replica's profiler (cpu-1.cpuprofile), keeps the profile and prints where its time went. */

@@ -17,7 +17,21 @@ export interface ReplicaWindow {
   refused: { scheduled: number; flat: number };
   /** The rate kas's handshake pacer measured at the window's end, per second (0: not yet measured). */
   capacityPerSecond: number;
+  /** kas's garbage collections in the window (Node's GC performance entries, by kind). */
+  gc: GcWindow;
 }
+
+/** Pauses of one kind of collection: how many, their total, and those of 100 ms or more. */
+export interface GcPauses {
+  count: number;
+  seconds: number;
+  over100ms: number;
+}
+
+/** `major`: mark-compact; `minor`: scavenges; `incremental`: incremental marking steps; `weakcb`: weak callbacks. */
+export type GcWindow = Record<"major" | "minor" | "incremental" | "weakcb", GcPauses>;
+
+const GC_KINDS = ["major", "minor", "incremental", "weakcb"] as const;
 
 /**
  * Reads `kas_nodejs_eventloop_lag_max_seconds` from kas's /metrics; each read also resets kas's
@@ -27,6 +41,7 @@ export class ReplicaStats {
   #cpu: number;
   #at: number;
   #refused = { scheduled: 0, flat: 0 };
+  #gc: GcWindow = gcTotals("");
 
   private constructor(
     readonly metricsUrl: string,
@@ -63,10 +78,13 @@ export class ReplicaStats {
         /^kas_agent_handshake_capacity_per_second (\S+)$/m.exec(text)?.[1] ?? Number.NaN,
       ),
     };
+    const gc = gcTotals(text);
+    const window = { ...result, gc: gcBetween(this.#gc, gc) };
     this.#cpu = cpu;
     this.#at = at;
     this.#refused = refused;
-    return result;
+    this.#gc = gc;
+    return window;
   }
 }
 
@@ -79,4 +97,33 @@ function refusals(text: string, retry: "scheduled" | "flat"): number {
   if (!m)
     throw new Error(`no kas_agent_handshake_pending_limit_refusals_total{retry="${retry}"} in kas's metrics`);
   return Number(m[1]);
+}
+
+/**
+ * kas's GC pauses so far, from prom-client's `kas_nodejs_gc_duration_seconds` histogram (its
+ * buckets end 0.01, 0.1, 1 s: "100 ms or more" is the count less the 0.1 bucket). Zero where absent.
+ */
+function gcTotals(text: string): GcWindow {
+  const read = (series: string) =>
+    Number(new RegExp(`^kas_nodejs_gc_duration_seconds_${series} (\\S+)$`, "m").exec(text)?.[1] ?? 0);
+  return Object.fromEntries(
+    GC_KINDS.map((kind) => {
+      const count = read(`count\\{kind="${kind}"\\}`);
+      const seconds = read(`sum\\{kind="${kind}"\\}`);
+      return [kind, { count, seconds, over100ms: count - read(`bucket\\{le="0\\.1",kind="${kind}"\\}`) }];
+    }),
+  ) as GcWindow;
+}
+
+function gcBetween(a: GcWindow, b: GcWindow): GcWindow {
+  return Object.fromEntries(
+    GC_KINDS.map((k) => [
+      k,
+      {
+        count: b[k].count - a[k].count,
+        seconds: b[k].seconds - a[k].seconds,
+        over100ms: b[k].over100ms - a[k].over100ms,
+      },
+    ]),
+  ) as GcWindow;
 }

@@ -4,9 +4,12 @@
 //                      "snapshot" heap-<seq>.heapsnapshot too
 //   heap:              the same after forced full collections (kas started with --expose-gc)
 //   cpu:               odd signals start the CPU profiler, even ones write cpu-<seq>.cpuprofile
+//   stalls:            stalls-<seq>.json: the event loop's stalls and the GC pauses since the
+//                      last signal (from the first signal on), each with its epoch time in ms
 import { writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import { join } from "node:path";
+import { PerformanceObserver, performance } from "node:perf_hooks";
 import v8 from "node:v8";
 
 const dir = process.env.BENCH_SCALE_PROBE_DIR;
@@ -31,6 +34,11 @@ async function step(n) {
     }
     return;
   }
+  if (mode === "stalls") {
+    if (n > 0) writeFileSync(join(dir, `stalls-${n}.json`), JSON.stringify(stalls.take()));
+    stalls.start();
+    return;
+  }
   if (mode === "heap") {
     // Twice: the first collection's finalizers (WeakRefs, FinalizationRegistry) free more.
     globalThis.gc();
@@ -41,6 +49,43 @@ async function step(n) {
   const memory = { usage: process.memoryUsage(), spaces: v8.getHeapSpaceStatistics() };
   writeFileSync(join(dir, `memory-${n}.json`), JSON.stringify(memory));
 }
+
+/** A stall: the loop held `ms` beyond the sampler's period, ending at `end`. */
+const STALL_SAMPLE_MS = 10;
+const STALL_MIN_MS = 20;
+const stalls = {
+  /** @type {{ end: number, ms: number }[]} */
+  loop: [],
+  /** @type {{ start: number, ms: number, kind: number }[]} */
+  gc: [],
+  /** @type {NodeJS.Timeout | undefined} */
+  timer: undefined,
+  /** @type {PerformanceObserver | undefined} */
+  observer: undefined,
+  start() {
+    if (this.timer) return;
+    let last = performance.now();
+    this.timer = setInterval(() => {
+      const now = performance.now();
+      const held = now - last - STALL_SAMPLE_MS;
+      if (held >= STALL_MIN_MS) this.loop.push({ end: performance.timeOrigin + now, ms: held });
+      last = now;
+    }, STALL_SAMPLE_MS);
+    this.observer = new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) {
+        const kind = /** @type {{ kind: number } | undefined} */ (e.detail)?.kind ?? 0;
+        this.gc.push({ start: performance.timeOrigin + e.startTime, ms: e.duration, kind });
+      }
+    });
+    this.observer.observe({ entryTypes: ["gc"] });
+  },
+  take() {
+    const out = { loop: this.loop, gc: this.gc };
+    this.loop = [];
+    this.gc = [];
+    return out;
+  },
+};
 
 if (dir) {
   process.on("SIGUSR2", () => {
