@@ -66,7 +66,7 @@ function startModules(agent: Agent, session: TunnelSession): void {
 
 function agentFor(token: string, n: number): Agent {
   const client = new TunnelClient({
-    url: plan.urls[n % plan.urls.length]!,
+    url: plan.urls[(plan.firstIndex + n) % plan.urls.length]!,
     dial: { headers: { authorization: `Bearer ${token}` }, proxy: false },
     tunnel: { keepAliveIntervalMs: plan.keepAliveIntervalMs },
   });

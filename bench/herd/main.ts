@@ -1,20 +1,19 @@
 // npm run bench:herd [-- --agents 10000 --json ...]
 // A replica's worth of agents reconnecting at once: two kas replicas on one Redis behind haproxy
 // (one haproxy per --agents-per-haproxy agents, for the open-files limit),
-// the GitLab and Gitaly test servers, N agents with every module on (agents.ts, a process of its
-// own) through haproxy, and a probe agent on replica 1 that Kubernetes API requests reach through
-// replica 1's proxy. Once every agent is up and a baseline of probe requests is taken, replica 0
-// gets SIGKILL. Measured: how long until each of its agents is back (modules ready on a new
-// tunnel), agents not back by the deadline, GitLab's agent_info and Gitaly's calls, and the probe's
-// p99 during the herd against its p99 before it, in the same run; and the surviving replica's own
-// side of it (replica-stats.ts: its longest event-loop delay and its CPU time) and Redis's commands.
+// the GitLab and Gitaly test servers, N agents with every module on (agents.ts, in processes of
+// their own: agents-processes.ts) through haproxy, and a probe agent on replica 1 that Kubernetes
+// API requests reach through replica 1's proxy. Once every agent is up and a baseline of probe
+// requests is taken, replica 0 gets SIGKILL. Measured: how long until each of its agents is back
+// (modules ready on a new tunnel), agents not back by the deadline, GitLab's agent_info and
+// Gitaly's calls, and the probe's p99 during the herd against its p99 before it, in the same run;
+// and the surviving replica's own side of it (replica-stats.ts: its longest event-loop delay, its
+// CPU time and its garbage collections) and Redis's commands.
 // BENCH_HERD_PROFILE=cpu: a CPU profile of the surviving replica over exactly the herd's window
 // (bench/scale/probe.js preloaded into it), summarised on stderr; =cpu-baseline: over the baseline;
-// =stalls: the surviving replica's event-loop stalls and GC pauses in both windows, and which of the
-// probe's slow requests fell in one.
-import { type ChildProcess, spawn } from "node:child_process";
-import { once } from "node:events";
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+// =stalls: the surviving replica's event-loop stalls and GC pauses in both windows, which of the
+// probe's slow requests fell in one, and the agents' processes' own stalls.
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -28,10 +27,10 @@ import { markdownTable, percentile, round } from "../lib/stats.ts";
 import { parseModules } from "../scale/agent-modules.ts";
 import { selfTime } from "../scale/cpu-summary.ts";
 import { probe as probeStep } from "../scale/measure.ts";
-import { cpuSeconds, machineCpuSeconds } from "../scale/proc.ts";
+import { machineCpuSeconds } from "../scale/proc.ts";
+import { AgentsProcesses } from "./agents-processes.ts";
 import { PROBE_TOKEN, startHerdCluster } from "./cluster.ts";
 import { startKubeProbe } from "./kube-probe.ts";
-import type { AgentsMessage, AgentsPlan, HerdReport } from "./protocol.ts";
 import { callsBetween, redisCalls } from "./redis-stats.ts";
 import { ReplicaStats, type ReplicaWindow } from "./replica-stats.ts";
 
@@ -56,6 +55,11 @@ const { args, log } = benchArgs({
    * here they share kas's cores, and at kas's priority their reconnect work would be kas's delay.
    */
   "agents-nice": "10",
+  /**
+   * Processes the agents are split over. One process stalls all its agents at once (its collector,
+   * or the CPU its niceness leaves it), then they all speak at once; real agents do not.
+   */
+  "agents-processes": "1",
   /** kas's agent.listen.handshake_loop_utilization; 1 turns handshake pacing off. Default: kas's (0.5). */
   "handshake-loop-utilization": "",
   /**
@@ -74,6 +78,9 @@ if (!(Number.isInteger(Number(args["agents-per-haproxy"])) && Number(args["agent
 if (!Number.isInteger(Number(args["agents-nice"])))
   throw new Error(`--agents-nice: expected an integer, got ${args["agents-nice"]}`);
 const MODULES = parseModules(args.modules);
+const AGENTS_PROCESSES = Number(args["agents-processes"]);
+if (!(Number.isInteger(AGENTS_PROCESSES) && AGENTS_PROCESSES > 0))
+  throw new Error(`--agents-processes: expected a positive integer, got ${args["agents-processes"]}`);
 const TARGET_S = Number(args.target);
 const METHODS: GitalyMethod[] = [
   "InfoRefsUploadPack",
@@ -87,7 +94,10 @@ if (PROFILE !== undefined && PROFILE !== "cpu" && PROFILE !== "cpu-baseline" && 
   throw new Error(`BENCH_HERD_PROFILE: "cpu", "cpu-baseline" or "stalls", got ${PROFILE}`);
 /** Stalls shorter than this are left out of the report (the probe's own requests take a few ms). */
 const STALL_REPORT_MS = 50;
+/** How soon after a stall of the agents' process ends a stall of kas's counts as following it, ms. */
+const AGENT_STALL_LEAD_MS = 500;
 
+const PROBE_JS = new URL("../scale/probe.js", import.meta.url).pathname;
 const loadBefore = loadavg()[0]!;
 const startedAt = new Date();
 const dir = mkdtempSync(join(tmpdir(), "bench-herd-"));
@@ -109,61 +119,43 @@ const cluster = await startHerdCluster({
   ...(PROFILE && {
     survivorEnv: {
       // After any NODE_OPTIONS --kas-env gave both replicas.
-      NODE_OPTIONS: `${KAS_ENV.NODE_OPTIONS ?? ""} --import ${new URL("../scale/probe.js", import.meta.url).pathname}`,
+      NODE_OPTIONS: `${KAS_ENV.NODE_OPTIONS ?? ""} --import ${PROBE_JS}`,
       BENCH_SCALE_PROBE_DIR: dir,
       BENCH_SCALE_PROFILE: PROFILE === "stalls" ? "stalls" : "cpu",
     },
   }),
 });
-let child: ChildProcess | undefined;
+let agents: AgentsProcesses | undefined;
 // Interrupted: the replicas, haproxy and Redis go too (they would outlive the runner otherwise).
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.once(signal, () => {
-    child?.kill("SIGKILL");
+    agents?.kill();
     void cluster.close().finally(() => process.exit(130));
   });
 }
 try {
   const t0 = performance.now();
-  const plan: AgentsPlan = {
-    urls: cluster.haproxies.map((h) => h.url),
-    tokens: cluster.tokens,
-    modules: [...MODULES],
-    keepAliveIntervalMs: parseDuration(AGENTK_KEEPALIVE_DEFAULT),
-    concurrency: Number(args.concurrency),
-  };
-  const planFile = join(dir, "plan.json");
-  writeFileSync(planFile, JSON.stringify(plan));
-  const agentsArgs = ["--import", "tsx", new URL("./agents.ts", import.meta.url).pathname, planFile];
-  const nice = Number(args["agents-nice"]);
-  child = spawn(
-    nice !== 0 ? "nice" : process.execPath,
-    nice !== 0 ? ["-n", String(nice), process.execPath, ...agentsArgs] : agentsArgs,
-    {
-      stdio: ["ignore", "ignore", args.json ? "ignore" : "inherit", "ipc"],
+  agents = new AgentsProcesses({
+    plan: {
+      urls: cluster.haproxies.map((h) => h.url),
+      tokens: cluster.tokens,
+      modules: [...MODULES],
+      keepAliveIntervalMs: parseDuration(AGENTK_KEEPALIVE_DEFAULT),
+      concurrency: Number(args.concurrency),
     },
-  );
-  const agentsProc = child;
-  const messages: AgentsMessage[] = [];
-  agentsProc.on("message", (m: AgentsMessage) => messages.push(m));
-  const next = async <K extends "up" | "report">(key: K, timeoutMs: number) => {
-    const until = performance.now() + timeoutMs;
-    for (;;) {
-      const i = messages.findIndex((m) => key in m);
-      if (i >= 0) return messages.splice(i, 1)[0] as Extract<AgentsMessage, Record<K, unknown>>;
-      if (agentsProc.exitCode !== null) throw new Error(`agents process exited (${agentsProc.exitCode})`);
-      if (performance.now() > until) throw new Error(`no "${key}" from the agents within ${timeoutMs} ms`);
-      await once(agentsProc, "message", {
-        signal: AbortSignal.timeout(Math.max(1, Math.ceil(until - performance.now()))),
-      }).catch(() => {});
-    }
-  };
-  const report = async (): Promise<HerdReport> => {
-    agentsProc.send("report");
-    return (await next("report", 30_000)).report;
-  };
+    processes: AGENTS_PROCESSES,
+    dir,
+    nice: Number(args["agents-nice"]),
+    verbose: !args.json,
+    // With the stall trace, the agents' processes are traced too: does their own stalling bunch what kas gets?
+    ...(PROFILE === "stalls" && { stallsProbe: PROBE_JS }),
+  });
+  const agentsProcs = agents;
+  const report = () => agentsProcs.report();
+  /** The agents' processes' stall traces: the baseline's files, then the herd's. */
+  const agentStalls: string[][] = [];
   log(`  ${N} agents connecting through haproxy`);
-  await next("up", 30 * 60_000);
+  await agents.up(30 * 60_000);
   const upS = (performance.now() - t0) / 1000;
   const agentInfoBefore = cluster.gitlab.agentInfoRequests;
   log(
@@ -181,6 +173,7 @@ try {
   });
   // The profiler, or the stall trace, starts.
   if (PROFILE === "cpu-baseline" || PROFILE === "stalls") await probeStep(survivor.child.pid!, dir, 0);
+  if (PROFILE === "stalls") await agents.stallsStep(0);
   const baselineStart = performance.now();
   await sleep(Number(args.baseline) * 1000); // pacing: the baseline window is a length of time
   if (PROFILE === "cpu-baseline") await summariseProfile("the baseline");
@@ -191,11 +184,14 @@ try {
   const redisBefore = await redisCalls(cluster.redis.port);
   const redisBaseline = callsBetween(redisAtStart, redisBefore);
   if (PROFILE === "cpu") await probeStep(survivor.child.pid!, dir, 0); // the profiler starts
-  if (PROFILE === "stalls") await probeStep(survivor.child.pid!, dir, 1); // the baseline's stalls
-  // What else was busy during the herd: the process playing every agent, and the whole machine.
-  const agentsCpuBefore = cpuSeconds(agentsProc.pid!);
+  if (PROFILE === "stalls") {
+    await probeStep(survivor.child.pid!, dir, 1); // the baseline's stalls
+    agentStalls.push(await agents.stallsStep(1));
+  }
+  // What else was busy during the herd: the processes playing the agents, and the whole machine.
+  const agentsCpuBefore = agents.cpuSeconds();
   const machineBefore = machineCpuSeconds();
-  agentsProc.send("mark");
+  agents.mark();
   const kill = performance.now();
   cluster.kas[0]!.child.kill("SIGKILL");
   log(`  SIGKILL to replica 0 (${onVictim} agent tunnels logged there); waiting for its agents`);
@@ -208,13 +204,16 @@ try {
   const herdEnd = performance.now();
   const herdStats = await stats.window();
   const herdS = (herdEnd - kill) / 1000;
-  const agentsShare = (cpuSeconds(agentsProc.pid!) - agentsCpuBefore) / herdS;
+  const agentsShare = (agents.cpuSeconds() - agentsCpuBefore) / herdS;
   const machineAfter = machineCpuSeconds();
   // /proc/stat counts every core: the share of one core is busy seconds per wall second.
   const machineShare = (machineAfter.busy - machineBefore.busy) / herdS;
   const redisDuring = callsBetween(redisBefore, await redisCalls(cluster.redis.port));
   if (PROFILE === "cpu") await summariseProfile("the herd");
-  if (PROFILE === "stalls") await probeStep(survivor.child.pid!, dir, 2); // the herd's
+  if (PROFILE === "stalls") {
+    await probeStep(survivor.child.pid!, dir, 2); // the herd's
+    agentStalls.push(await agents.stallsStep(2));
+  }
   await probe.stop();
   const before = probe.samples.filter((s) => s.at < kill);
   const during = probe.samples.filter((s) => s.at >= kill && s.at <= herdEnd);
@@ -238,8 +237,22 @@ try {
   const stallTrace =
     PROFILE === "stalls"
       ? {
-          baseline: traceStalls(readStalls(1), before, 3 * p99Before, baselineStart),
-          herd: traceStalls(readStalls(2), during, 3 * p99Before, kill),
+          baseline: traceStalls(
+            readStalls([join(dir, "stalls-1.json")]),
+            before,
+            3 * p99Before,
+            baselineStart,
+            kill,
+            readStalls(agentStalls[0]!),
+          ),
+          herd: traceStalls(
+            readStalls([join(dir, "stalls-2.json")]),
+            during,
+            3 * p99Before,
+            kill,
+            herdEnd,
+            readStalls(agentStalls[1]!),
+          ),
         }
       : undefined;
   const result = {
@@ -403,7 +416,7 @@ try {
             "-",
           ],
           [
-            "during the herd, cores busy: the agents' process / the whole machine (of its cores)",
+            "during the herd, cores busy: the agents' processes / the whole machine (of its cores)",
             `${result.during_herd_cores_busy.agents_process} / ${result.during_herd_cores_busy.machine} (of ${result.during_herd_cores_busy.machine_cores})`,
             "-",
           ],
@@ -433,12 +446,16 @@ try {
             `${t.gc_in_stalls_ms} ms of it in GC pauses (${t.gc_pauses_over_50ms} pauses of 50 ms or more, the longest ${t.longest_gc_ms} ms); ` +
             `probe requests slower than 3x the baseline's p99 (${round(3 * p99Before)} ms): ${t.slow}, ` +
             `${t.slow_in_stall} of them while the replica stalled, ${t.slow_in_gc} during a GC pause of ${STALL_REPORT_MS} ms or more. ` +
-            `The longest stalls (s into the window: ms, of it GC): ${t.longest.map((x) => `${x.at_s}: ${x.ms} (${x.gc_ms})`).join(", ")}.`,
+            `The longest stalls (s into the window: ms, of it GC): ${t.longest.map((x) => `${x.at_s}: ${x.ms} (${x.gc_ms})`).join(", ")}. ` +
+            `The agents' processes stalled ${t.agents_process.stalls} times for ${STALL_REPORT_MS} ms or more (${t.agents_process.stalls_over_100ms} of 100 ms or more, ` +
+            `the longest ${t.agents_process.longest_ms} ms, ${t.agents_process.stall_ms} ms in all, ${t.agents_process.gc_in_stalls_ms} ms of it in GC pauses); ` +
+            `${t.over_100ms_after_agents_stall} of the replica's ${t.stalls_over_100ms} stalls of 100 ms or more began within ${AGENT_STALL_LEAD_MS} ms after one of the agents' processes' ended ` +
+            `(by chance: ${Math.round(t.after_agents_stall_share * 100)} % of the window is that soon after one).`,
         );
     }
   }
 } finally {
-  child?.kill("SIGKILL");
+  agents?.kill();
   await cluster.close();
   rmSync(dir, { recursive: true, force: true });
 }
@@ -448,8 +465,10 @@ interface StallLog {
   gc: { start: number; ms: number; kind: number }[];
 }
 
-function readStalls(seq: number): StallLog {
-  return JSON.parse(readFileSync(join(dir, `stalls-${seq}.json`), "utf8")) as StallLog;
+/** The stall traces in `files`, one log (the agents' processes' together). */
+function readStalls(files: string[]): StallLog {
+  const logs = files.map((f) => JSON.parse(readFileSync(f, "utf8")) as StallLog);
+  return { loop: logs.flatMap((l) => l.loop), gc: logs.flatMap((l) => l.gc) };
 }
 
 /**
@@ -457,15 +476,34 @@ function readStalls(seq: number): StallLog {
  * of the probe's samples slower than `slowMs` overlapped one (the probe's times are this process's
  * performance.now(): both clocks are turned to epoch ms).
  */
-function traceStalls(log: StallLog, samples: { at: number; ms: number }[], slowMs: number, from: number) {
-  const stalls = log.loop
-    .filter((x) => x.ms >= STALL_REPORT_MS)
-    .map((x) => ({ from: x.end - x.ms, to: x.end }));
+function traceStalls(
+  log: StallLog,
+  samples: { at: number; ms: number }[],
+  slowMs: number,
+  from: number,
+  to: number,
+  agentsLog: StallLog,
+) {
+  const long = (l: StallLog) =>
+    l.loop.filter((x) => x.ms >= STALL_REPORT_MS).map((x) => ({ from: x.end - x.ms, to: x.end }));
+  const stalls = long(log);
+  const agentStalls = long(agentsLog);
+  // A stall of the agents' process holds back what its agents send; kas gets it all when it ends.
+  const afterAgentStall = (s: { from: number; to: number }) =>
+    agentStalls.some((a) => a.to >= s.from - AGENT_STALL_LEAD_MS && a.to <= s.to);
+  // What chance alone gives: the share of the window's moments that follow the end of one by at most the lead.
+  const window = { from: performance.timeOrigin + from, to: performance.timeOrigin + to };
+  let covered = 0;
+  let reach = Number.NEGATIVE_INFINITY;
+  for (const a of [...agentStalls].sort((x, y) => x.to - y.to)) {
+    const start = Math.max(a.to, reach, window.from);
+    const end = Math.min(a.to + AGENT_STALL_LEAD_MS, window.to);
+    if (end > start) covered += end - start;
+    reach = Math.max(reach, a.to + AGENT_STALL_LEAD_MS);
+  }
   const pauses = log.gc.map((g) => ({ from: g.start, to: g.start + g.ms }));
   const overlaps = (a: { from: number; to: number }, b: { from: number; to: number }) =>
     a.from < b.to && b.from < a.to;
-  const inside = (g: { from: number; to: number }, s: { from: number; to: number }) =>
-    Math.max(0, Math.min(g.to, s.to) - Math.max(g.from, s.from));
   const slow = samples
     .filter((x) => x.ms > slowMs)
     .map((x) => ({ from: performance.timeOrigin + x.at, to: performance.timeOrigin + x.at + x.ms }));
@@ -474,9 +512,20 @@ function traceStalls(log: StallLog, samples: { at: number; ms: number }[], slowM
     stalls_over_100ms: stalls.filter((x) => x.to - x.from >= 100).length,
     longest_ms: round(Math.max(0, ...stalls.map((x) => x.to - x.from))),
     stall_ms: round(stalls.reduce((sum, x) => sum + x.to - x.from, 0)),
-    gc_in_stalls_ms: round(stalls.reduce((sum, s) => sum + pauses.reduce((t, g) => t + inside(g, s), 0), 0)),
+    gc_in_stalls_ms: round(gcInside(log, stalls)),
     gc_pauses_over_50ms: log.gc.filter((g) => g.ms >= 50).length,
     longest_gc_ms: round(Math.max(0, ...log.gc.map((g) => g.ms))),
+    agents_process: {
+      stalls: agentStalls.length,
+      stalls_over_100ms: agentStalls.filter((x) => x.to - x.from >= 100).length,
+      longest_ms: round(Math.max(0, ...agentStalls.map((x) => x.to - x.from))),
+      stall_ms: round(agentStalls.reduce((sum, x) => sum + x.to - x.from, 0)),
+      gc_in_stalls_ms: round(gcInside(agentsLog, agentStalls)),
+    },
+    /** The replica's stalls of 100 ms or more that began within AGENT_STALL_LEAD_MS after one of the agents' process ended. */
+    over_100ms_after_agents_stall: stalls.filter((x) => x.to - x.from >= 100 && afterAgentStall(x)).length,
+    /** The share of the window within AGENT_STALL_LEAD_MS after a stall of the agents' process ended: chance's rate. */
+    after_agents_stall_share: round(covered / Math.max(1, window.to - window.from), 2),
     slow: slow.length,
     slow_in_stall: slow.filter((x) => stalls.some((s) => overlaps(x, s))).length,
     slow_in_gc: slow.filter((x) => pauses.some((g) => g.to - g.from >= STALL_REPORT_MS && overlaps(x, g)))
@@ -488,9 +537,19 @@ function traceStalls(log: StallLog, samples: { at: number; ms: number }[], slowM
       .map((x) => ({
         at_s: round((x.from - (performance.timeOrigin + from)) / 1000, 2),
         ms: round(x.to - x.from),
-        gc_ms: round(pauses.reduce((t, g) => t + inside(g, x), 0)),
+        gc_ms: round(gcInside(log, [x])),
       })),
   };
+}
+
+/** How much of `stalls` the process spent in its GC pauses, ms. */
+function gcInside(log: StallLog, stalls: { from: number; to: number }[]): number {
+  const pauses = log.gc.map((g) => ({ from: g.start, to: g.start + g.ms }));
+  return stalls.reduce(
+    (sum, s) =>
+      sum + pauses.reduce((t, g) => t + Math.max(0, Math.min(g.to, s.to) - Math.max(g.from, s.from)), 0),
+    0,
+  );
 }
 
 /** A window's collections in ms, and their share of the replica's CPU time in it. */

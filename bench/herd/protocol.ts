@@ -5,6 +5,8 @@ export interface AgentsPlan {
   /** haproxy frontends for agents, ws://…: agent i dials urls[i % urls.length]. */
   urls: string[];
   tokens: string[];
+  /** The first token's place among all the herd's agents (they are split over processes): agent i dials urls[i % urls.length]. */
+  firstIndex: number;
   modules: ModuleName[];
   keepAliveIntervalMs: number;
   /** Agents dialed at once while they first come up. */
