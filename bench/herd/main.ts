@@ -234,26 +234,19 @@ try {
     during.map((x) => x.ms),
     99,
   );
+  // Window 1 is the baseline, 2 the herd: the survivor's trace and the agents' processes'.
+  const traced = (seq: 1 | 2, samples: typeof before, from: number, to: number) =>
+    traceStalls(
+      readStalls([join(dir, `stalls-${seq}.json`)]),
+      samples,
+      3 * p99Before,
+      from,
+      to,
+      readStalls(agentStalls[seq - 1]!),
+    );
   const stallTrace =
     PROFILE === "stalls"
-      ? {
-          baseline: traceStalls(
-            readStalls([join(dir, "stalls-1.json")]),
-            before,
-            3 * p99Before,
-            baselineStart,
-            kill,
-            readStalls(agentStalls[0]!),
-          ),
-          herd: traceStalls(
-            readStalls([join(dir, "stalls-2.json")]),
-            during,
-            3 * p99Before,
-            kill,
-            herdEnd,
-            readStalls(agentStalls[1]!),
-          ),
-        }
+      ? { baseline: traced(1, before, baselineStart, kill), herd: traced(2, during, kill, herdEnd) }
       : undefined;
   const result = {
     date: startedAt.toISOString(),

@@ -259,25 +259,19 @@ describe("clustered", () => {
   });
 
   const replica = (name: string) => startReplica(name, redis);
-  const entries = async (agentId: string) => {
+  /** `use` on a Redis connection of its own, closed after. */
+  const withRedis = async <T>(use: (c: Redis) => Promise<T>): Promise<T> => {
     const c = new Redis({ ...redis.connection, lazyConnect: true });
     await c.connect();
     try {
-      return await c.hgetall(`${PREFIX}agent:${agentId}`);
+      return await use(c);
     } finally {
       c.disconnect();
     }
   };
-
-  const redisPublish = async (channel: string, message: object) => {
-    const c = new Redis({ ...redis.connection, lazyConnect: true });
-    await c.connect();
-    try {
-      await c.publish(channel, JSON.stringify(message));
-    } finally {
-      c.disconnect();
-    }
-  };
+  const entries = (agentId: string) => withRedis((c) => c.hgetall(`${PREFIX}agent:${agentId}`));
+  const redisPublish = (channel: string, message: object) =>
+    withRedis((c) => c.publish(channel, JSON.stringify(message)));
 
   test("the private URL is the advertised one when given, else where it listens", async () => {
     const port = await closedPort();
