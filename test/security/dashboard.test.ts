@@ -288,7 +288,17 @@ describe("logout and revocation across kas replicas sharing Redis", () => {
       10_000,
       "the logout, Redis back",
     );
-    expect(await agentsStatus(urlOf(a), cookie)).toBe(401);
+    // A may still be reconnecting to Redis (503 meanwhile); once it can ask, the logout is there.
+    let onA = 503;
+    await until(
+      async () => {
+        onA = await agentsStatus(urlOf(a), cookie);
+        return onA !== 503;
+      },
+      10_000,
+      "A to reach Redis again",
+    );
+    expect(onA).toBe(401);
   });
 });
 
