@@ -16,6 +16,7 @@ import { HandshakeRejection } from "./errors.ts";
 import { HandshakePacer } from "./handshake-pacer.ts";
 import { type HandshakeRequest, pathnameOf, requestFromH1, requestFromH2 } from "./handshake-request.ts";
 import { type Refusal, validateH1, validateH2 } from "./handshake-validate.ts";
+import { InboundGate } from "./inbound-gate.ts";
 import type { AcceptorOptions, Authenticate, HandshakeStats, RejectedHandshake } from "./options.ts";
 import { positive } from "./options.ts";
 import { type HandshakeReply, h1Reply, h2Reply } from "./server-reply.ts";
@@ -36,6 +37,8 @@ export class TunnelAcceptor<I = undefined> {
   readonly #connections = new Set<TransportConnection<I>>();
   readonly #pending = new Set<AbortController>();
   readonly #pacer: HandshakePacer | undefined;
+  /** With the pacer: what a passed handshake's peer then says is paced too (inbound-gate.ts). */
+  readonly #gate: InboundGate | undefined;
   #refusedScheduled = 0;
   #refusedFlat = 0;
   #closing = false;
@@ -55,8 +58,10 @@ export class TunnelAcceptor<I = undefined> {
       options.handshakeTimeoutMs,
       DEFAULT_HANDSHAKE_TIMEOUT_MS,
     );
-    if (options.maxLoopUtilization !== undefined && options.maxLoopUtilization !== 1)
+    if (options.maxLoopUtilization !== undefined && options.maxLoopUtilization !== 1) {
       this.#pacer = new HandshakePacer(options.maxLoopUtilization);
+      this.#gate = new InboundGate();
+    }
     this.#authenticate = options.authenticate;
     this.#onConnection = options.onConnection;
     this.#onReject = options.onReject;
@@ -176,6 +181,7 @@ export class TunnelAcceptor<I = undefined> {
         httpVersion: reply.httpVersion,
         remoteAddress: reply.remoteAddress,
         identity,
+        ...(this.#gate && { gate: this.#gate }),
       });
       this.#track(connection);
       this.#deliver(connection);

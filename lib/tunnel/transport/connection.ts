@@ -3,6 +3,7 @@ import type { Duplex } from "node:stream";
 import { WebSocket } from "ws";
 import type { MessagePath } from "../yamux/message-path.ts";
 import { CloseCode } from "./constants.ts";
+import type { InboundGate } from "./inbound-gate.ts";
 import { createBinaryDuplex } from "./ws-duplex.ts";
 
 type Listener = Parameters<EventEmitter["on"]>[1];
@@ -24,6 +25,8 @@ export interface ConnectionInit<I> {
   identity: I;
   /** Runs once after the WebSocket closed (e.g. closes the dialer's HTTP/2 session). */
   onClosed?: () => void;
+  /** Bounds the loop's time on this connection's input while it is new (the accepting side). */
+  gate?: InboundGate;
 }
 
 /**
@@ -55,10 +58,14 @@ export class TransportConnection<I = undefined> extends EventEmitter {
     this.subprotocol = init.ws.protocol;
     this.remoteAddress = init.remoteAddress;
     this.identity = init.identity;
-    const duplex = createBinaryDuplex(init.ws, {
-      closedLocally: () => this.#local,
-      close: (code, reason) => this.close(code, reason),
-    });
+    const duplex = createBinaryDuplex(
+      init.ws,
+      {
+        closedLocally: () => this.#local,
+        close: (code, reason) => this.close(code, reason),
+      },
+      init.gate,
+    );
     this.stream = duplex.stream;
     this.messages = duplex.messages;
     // The stream reports errors; this listener keeps a late ws error from being unhandled.

@@ -94,7 +94,10 @@ export interface AcceptorOptions<I> {
    * for `maxPendingHandshakes` are told (`Retry-After`) when the queue ahead of them will have gone
    * through at the rate the loop has been able to take them, up to 30 s, instead of 1 s. That queue is shared fairly among client addresses (the
    * connection's peer; IPv6 by /64): refused before authentication, a flood from one address
-   * pushes back only its own places. In (0, 1]; default 1, no pacing.
+   * pushes back only its own places. What a connection then says in its first 10 s (the first
+   * messages of what its peer opens) is paced too: such input runs for about 10 ms of a turn of
+   * the event loop at most, the rest waits for later turns (its WebSocket paused), oldest first,
+   * so the tunnels already open are served in between. In (0, 1]; default 1, no pacing.
    */
   maxLoopUtilization?: number;
 }

@@ -3,6 +3,7 @@ import { WebSocket } from "ws";
 import type { MessagePath } from "../yamux/message-path.ts";
 import { CloseCode } from "./constants.ts";
 import { ConnectionClosedError, TransportError } from "./errors.ts";
+import type { GatedInput, InboundGate } from "./inbound-gate.ts";
 import { binaryFrame, SMALL_FRAME_MAX } from "./ws-frame.ts";
 
 export interface BinaryDuplex {
@@ -29,9 +30,15 @@ export interface BinaryDuplexControl {
  * - A text message closes the connection with 1003 and errors the stream.
  * - A close with 1000/1001/1005 (or one this end started) ends the stream; any other code errors it.
  * - `end()` runs the closing handshake; `destroy()` drops the connection.
+ * - With a `gate` (an accepting end), a new connection's messages to the yamux session may wait for
+ *   a later turn of the event loop (inbound-gate.ts), the WebSocket paused meanwhile.
  * Must be created synchronously on 'open' so no message is emitted before the listener exists.
  */
-export function createBinaryDuplex(ws: WebSocket, control: BinaryDuplexControl): BinaryDuplex {
+export function createBinaryDuplex(
+  ws: WebSocket,
+  control: BinaryDuplexControl,
+  gate?: InboundGate,
+): BinaryDuplex {
   // When ws reports an error it has already started closing (with the right code); terminating
   // on destroy would cut the close frame off.
   let terminateOnDestroy = true;
@@ -69,6 +76,7 @@ export function createBinaryDuplex(ws: WebSocket, control: BinaryDuplexControl):
       control.close(CloseCode.normal, "");
     },
     destroy(err, callback) {
+      gated?.drop();
       if (terminateOnDestroy && ws.readyState !== WebSocket.CLOSED) ws.terminate();
       callback(err);
     },
@@ -76,6 +84,8 @@ export function createBinaryDuplex(ws: WebSocket, control: BinaryDuplexControl):
 
   /** Set by messages.receive(): inbound messages skip the readable side. */
   let receiver: ((message: Buffer) => void) | undefined;
+  /** With a gate, set with `receiver`: the way messages reach it. */
+  let gated: GatedInput | undefined;
   // Read once: ws sets both before 'open', and this is created on 'open'.
   const socket = socketOf(ws);
   const masked = !isServerEnd(ws);
@@ -88,6 +98,15 @@ export function createBinaryDuplex(ws: WebSocket, control: BinaryDuplexControl):
           onMessage(m);
         }
         receiver = onMessage;
+        gated = gate?.open(
+          (m) => {
+            if (!duplex.destroyed) onMessage(m);
+          },
+          () => ws.pause(),
+          () => {
+            if (ws.isPaused) ws.resume();
+          },
+        );
         duplex.resume(); // flowing, and empty: 'end' still comes when the peer closes
         if (ws.isPaused) ws.resume();
       });
@@ -121,7 +140,12 @@ export function createBinaryDuplex(ws: WebSocket, control: BinaryDuplexControl):
       return;
     }
     if (receiver !== undefined) {
-      if (!duplex.destroyed) receiver(data);
+      if (duplex.destroyed) return;
+      if (gated === undefined) receiver(data);
+      else {
+        gated.push(data);
+        if (gated.settled) gated = undefined; // nothing of the gate's kept for the tunnel's lifetime
+      }
     } else if (!duplex.push(data)) ws.pause();
   });
 
@@ -142,8 +166,10 @@ export function createBinaryDuplex(ws: WebSocket, control: BinaryDuplexControl):
       code === CloseCode.normal ||
       code === CloseCode.goingAway ||
       code === CloseCode.noStatus;
-    if (clean) duplex.push(null);
-    else duplex.destroy(new ConnectionClosedError(code, reason.toString()));
+    if (clean) {
+      gated?.flush();
+      duplex.push(null);
+    } else duplex.destroy(new ConnectionClosedError(code, reason.toString()));
   });
 
   return { stream: duplex, messages };
