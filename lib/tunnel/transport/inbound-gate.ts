@@ -2,7 +2,7 @@ import { performance } from "node:perf_hooks";
 
 /** A new connection's input is gated for this long after its handshake, ms. */
 export const NEW_FOR_MS = 10_000;
-/** New connections' input runs for at most about this long in one turn of the event loop, ms. */
+/** New connections' input runs for about this long at a time: in a turn's poll phase, then in its check phase, ms. */
 export const TURN_BUDGET_MS = 10;
 
 /**
@@ -15,10 +15,11 @@ export const TURN_BUDGET_MS = 10;
  *
  * Input of connections younger than `newForMs` goes through at once while none waits and the
  * turn's first such delivery began less than `budgetMs` ago; beyond, it waits (its WebSocket
- * paused) and goes on in the turn's check phase, oldest first, another `budgetMs`, and so on, so
- * established connections' input and everything else the loop serves comes in between. Time is
- * taken between deliveries, not around them: what a message sets off on the next tick (a stream's
- * 'data', say) counts. Messages keep their order.
+ * paused) and goes on in the turn's check phase for another `budgetMs`, and so on, connections in
+ * the order they began to wait, so established connections' input and everything else the loop
+ * serves comes in between. Time is taken between deliveries, not around them: what a message sets
+ * off on the next tick (a stream's 'data', say) counts, and the one that crosses the budget runs
+ * to its end. Each connection's messages keep their order.
  */
 export class InboundGate {
   readonly newForMs: number;
@@ -36,6 +37,7 @@ export class InboundGate {
     this.#now = now;
   }
 
+  /** @internal For GatedInput. */
   now(): number {
     return this.#now();
   }
@@ -45,12 +47,12 @@ export class InboundGate {
     return this.#waiting.length;
   }
 
-  /** A gate for one connection's input, from its handshake on: `deliver` takes each message. */
+  /** A gate for one connection's input, new from now on (its messages' first taker, just after the handshake): `deliver` takes each message. */
   open(deliver: (message: Buffer) => void, pause: () => void, resume: () => void): GatedInput {
     return new GatedInput(this, this.#now() + this.newForMs, deliver, pause, resume);
   }
 
-  /** Runs `deliver(message)` now if this turn has room and nobody waits; false: the caller holds it. */
+  /** @internal For GatedInput: runs `deliver(message)` now if this turn has room and nobody waits; false: the caller holds it. */
   tryNow(deliver: (message: Buffer) => void, message: Buffer): boolean {
     if (this.#waiting.length > 0) return false;
     if (this.#turnStart === undefined) {
@@ -61,11 +63,13 @@ export class InboundGate {
     return true;
   }
 
+  /** @internal For GatedInput: it holds messages from now on. */
   wait(input: GatedInput): void {
     this.#waiting.push(input);
     this.#schedule();
   }
 
+  /** @internal For GatedInput: it holds nothing any more. */
   forget(input: GatedInput): void {
     const at = this.#waiting.indexOf(input);
     if (at !== -1) this.#waiting.splice(at, 1);
@@ -98,9 +102,13 @@ export class InboundGate {
       this.#schedule();
       return;
     }
-    // A delivery can end its connection, which forgets it: shift only what is still first.
-    if (input.deliverOne() && this.#waiting[0] === input) this.#waiting.shift();
-    process.nextTick(this.#afterTicks);
+    try {
+      // A delivery can end its connection, which forgets it: shift only what is still first.
+      if (input.deliverOne() && this.#waiting[0] === input) this.#waiting.shift();
+    } finally {
+      // Even past a delivery that throws: the others still wait on this chain.
+      process.nextTick(this.#afterTicks);
+    }
   };
 
   /**
@@ -163,13 +171,13 @@ export class GatedInput {
     this.#gate.wait(this);
   }
 
-  /** Delivers every held message now (the connection ends cleanly: what came before its end goes first). */
+  /** Delivers every held message now (the peer's connection ends: what it sent before goes first). */
   flush(): void {
     this.#gate.forget(this);
     for (let m = this.#held.shift(); m !== undefined; m = this.#held.shift()) this.#deliver(m);
   }
 
-  /** Drops what is held (the connection failed). */
+  /** Drops what is held (this end destroyed the connection). */
   drop(): void {
     this.#gate.forget(this);
     this.#held.length = 0;

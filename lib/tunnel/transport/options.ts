@@ -95,9 +95,10 @@ export interface AcceptorOptions<I> {
    * through at the rate the loop has been able to take them, up to 30 s, instead of 1 s. That queue is shared fairly among client addresses (the
    * connection's peer; IPv6 by /64): refused before authentication, a flood from one address
    * pushes back only its own places. What a connection then says in its first 10 s (the first
-   * messages of what its peer opens) is paced too: such input runs for about 10 ms of a turn of
-   * the event loop at most, the rest waits for later turns (its WebSocket paused), oldest first,
-   * so the tunnels already open are served in between. In (0, 1]; default 1, no pacing.
+   * messages of what its peer opens) is paced too: such input runs for about 10 ms at a time (in
+   * a turn of the event loop's poll phase, again in its check phase), the rest waits for later
+   * turns (its WebSocket paused), connections in the order they began to wait, so the tunnels
+   * already open are served in between. In (0, 1]; default 1, no pacing.
    */
   maxLoopUtilization?: number;
 }

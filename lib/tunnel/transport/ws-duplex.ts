@@ -42,6 +42,9 @@ export function createBinaryDuplex(
   // When ws reports an error it has already started closing (with the right code); terminating
   // on destroy would cut the close frame off.
   let terminateOnDestroy = true;
+  const resumeWs = () => {
+    if (ws.isPaused) ws.resume();
+  };
   let refused = false;
 
   const duplex = new Duplex({
@@ -49,7 +52,7 @@ export function createBinaryDuplex(
     decodeStrings: true,
     objectMode: false,
     read() {
-      if (ws.isPaused) ws.resume();
+      resumeWs();
     },
     write(chunk: Buffer, _encoding, callback) {
       if (ws.readyState !== WebSocket.OPEN) return callback(notOpen(ws));
@@ -103,12 +106,10 @@ export function createBinaryDuplex(
             if (!duplex.destroyed) onMessage(m);
           },
           () => ws.pause(),
-          () => {
-            if (ws.isPaused) ws.resume();
-          },
+          resumeWs,
         );
         duplex.resume(); // flowing, and empty: 'end' still comes when the peer closes
-        if (ws.isPaused) ws.resume();
+        resumeWs();
       });
     },
     sendNow(message) {
@@ -166,10 +167,10 @@ export function createBinaryDuplex(
       code === CloseCode.normal ||
       code === CloseCode.goingAway ||
       code === CloseCode.noStatus;
-    if (clean) {
-      gated?.flush();
-      duplex.push(null);
-    } else duplex.destroy(new ConnectionClosedError(code, reason.toString()));
+    // What the peer sent before its connection ended reaches the session first, as it would ungated.
+    gated?.flush();
+    if (clean) duplex.push(null);
+    else duplex.destroy(new ConnectionClosedError(code, reason.toString()));
   });
 
   return { stream: duplex, messages };

@@ -1,9 +1,12 @@
-import { once } from "node:events";
+import { EventEmitter, once } from "node:events";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import fc from "fast-check";
 import { describe, expect, test } from "vitest";
+import { WebSocket } from "ws";
 import { serveTunnels, TunnelClient } from "../../../lib/tunnel/index.ts";
+import { ConnectionClosedError } from "../../../lib/tunnel/transport/errors.ts";
 import { InboundGate } from "../../../lib/tunnel/transport/inbound-gate.ts";
+import { createBinaryDuplex } from "../../../lib/tunnel/transport/ws-duplex.ts";
 import { within } from "../../support/until.ts";
 
 /** A gate on a clock the test moves: each delivery "costs" what the message says, in ms. */
@@ -121,22 +124,45 @@ describe("InboundGate", () => {
   test("a delivery that ends its own connection does not cost the next one its place", async () => {
     const h = harness(10_000, 10);
     const a = h.input("a");
-    let b: ReturnType<typeof h.input> | undefined;
-    const gate = h.gate;
-    const dropper = gate.open(
-      () => b?.drop(),
+    // Its first held message ends it (as a session would, destroying its connection): drop().
+    const ending: ReturnType<typeof h.input> = h.gate.open(
+      (m) => {
+        h.delivered.push(`ending:${m}`);
+        ending.drop();
+      },
       () => {},
       () => {},
     );
-    b = h.input("b");
+    const b = h.input("b");
     a.push(h.msg("1", 10)); // the budget is gone
-    dropper.push(Buffer.from("x"));
+    ending.push(Buffer.from("x"));
+    ending.push(Buffer.from("y")); // dropped with it
     b.push(h.msg("1"));
-    const c = h.input("c");
-    c.push(h.msg("1"));
     await nextTurn();
-    expect(h.delivered).toEqual(["a:1", "c:1"]);
-    expect(gate.waiting).toBe(0);
+    expect(h.delivered).toEqual(["a:1", "ending:x", "b:1"]);
+    expect(h.gate.waiting).toBe(0);
+  });
+
+  test("a delivery that throws does not stop the others' turn", async () => {
+    const h = harness(10_000, 10);
+    const a = h.input("a");
+    const failing = h.gate.open(
+      () => {
+        throw new Error("a session's bug");
+      },
+      () => {},
+      () => {},
+    );
+    const b = h.input("b");
+    a.push(h.msg("1", 10));
+    failing.push(Buffer.from("x"));
+    b.push(h.msg("1"));
+    const thrown = new Promise<Error>((resolve) => process.once("uncaughtException", resolve));
+    await nextTurn();
+    expect((await thrown).message).toBe("a session's bug");
+    for (let i = 0; i < 3 && h.gate.waiting > 0; i++) await nextTurn();
+    expect(h.delivered).toEqual(["a:1", "b:1"]);
+    expect(h.gate.waiting).toBe(0);
   });
 
   test("property: every message is delivered once, in each connection's order, whatever the costs and ages", async () => {
@@ -225,5 +251,75 @@ describe("a paced acceptor gates new tunnels' input", () => {
       await Promise.all(clients.map((c) => c.close(0)));
       await server.close(0);
     }
+  });
+});
+
+/** Just enough of a server-side ws.WebSocket for createBinaryDuplex: messages and closes emitted by the test. */
+class FakeServerWs extends EventEmitter {
+  readyState: number = WebSocket.OPEN;
+  isPaused = false;
+  readonly _isServer = true;
+  pause() {
+    this.isPaused = true;
+  }
+  resume() {
+    this.isPaused = false;
+  }
+  send() {}
+  close() {}
+  terminate() {
+    this.readyState = WebSocket.CLOSED;
+  }
+}
+
+describe("the gate on a tunnel's WebSocket (ws-duplex)", () => {
+  async function gated() {
+    let clock = 0;
+    const gate = new InboundGate(10_000, 10, () => clock);
+    const ws = new FakeServerWs();
+    const { stream, messages } = createBinaryDuplex(
+      ws as unknown as WebSocket,
+      { closedLocally: () => false, close: () => {} },
+      gate,
+    );
+    const got: string[] = [];
+    messages.receive((m) => {
+      got.push(m.toString());
+      clock += 5;
+    });
+    await new Promise((resolve) => process.nextTick(resolve)); // receive() takes over on the next tick
+    for (const m of ["1", "2", "3", "4", "5"]) ws.emit("message", Buffer.from(m), true);
+    expect(got).toEqual(["1", "2"]); // the budget is gone: the rest is held
+    expect(ws.isPaused).toBe(true);
+    return { gate, ws, stream, got };
+  }
+
+  test.each([
+    [1000, "a clean close"],
+    [1006, "a connection lost"],
+  ])("what the peer sent before %i (%s) reaches the session first, in order", async (code) => {
+    const { gate, ws, stream, got } = await gated();
+    const ended = new Promise((resolve) => {
+      stream.on("end", () => resolve("end"));
+      stream.on("error", (err) => resolve(err));
+    });
+    stream.resume();
+    ws.readyState = WebSocket.CLOSED;
+    ws.emit("close", code, Buffer.alloc(0));
+    expect(got).toEqual(["1", "2", "3", "4", "5"]);
+    expect(gate.waiting).toBe(0);
+    const how = await ended;
+    if (code === 1000) expect(how).toBe("end");
+    else expect(how).toBeInstanceOf(ConnectionClosedError);
+  });
+
+  test("destroyed by this end, what is held is dropped, not delivered later", async () => {
+    const { gate, stream, got } = await gated();
+    stream.on("error", () => {});
+    stream.destroy();
+    expect(gate.waiting).toBe(0);
+    await nextTurn();
+    await nextTurn();
+    expect(got).toEqual(["1", "2"]);
   });
 });
