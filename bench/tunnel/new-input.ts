@@ -1,12 +1,12 @@
 // npx tsx bench/tunnel/new-input.ts [-- --tunnels 300 --cost 2 --trials 3 --json]
 // What a burst of new tunnels' first input does to an established tunnel's requests, with the
 // accepting side's pacing on (maxLoopUtilization 0.5: the handshake pacer and the inbound gate,
-// lib/tunnel/transport/inbound-gate.ts) and off (1), alternated. The servers run here; the
-// tunnels in a child process. A probe tunnel, older than the gate's 10 s, echoes a small message
-// every 5 ms; then N tunnels connect and, once all are up, each opens a stream and sends one message
-// at the same moment, which the server answers after `cost` ms of CPU (an agent's modules starting
-// up). Measured in the child: the probe's round trips during the burst against before it, and how
-// long until every burst message was answered.
+// lib/tunnel/transport/inbound-gate.ts) and off (1), alternated. The servers run here; the probe
+// and the burst each in a child process of their own. A probe tunnel, older than the gate's 10 s,
+// echoes a small message every 5 ms; then N tunnels connect and, once all are up, each opens a
+// stream and sends one message at the same moment, which the server answers after `cost` ms of CPU
+// (an agent's modules starting up). Measured in the children: the probe's round trips during the
+// burst against before it, and how long until every burst message was answered.
 import { fork } from "node:child_process";
 import { cpus, loadavg } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -29,7 +29,11 @@ if (process.argv[2] === "--child") {
 
 async function main(): Promise<void> {
   const { args, log } = benchArgs({ tunnels: "300", cost: "2", trials: "3" });
+  for (const name of ["tunnels", "trials"] as const)
+    if (!(Number.isInteger(Number(args[name])) && Number(args[name]) > 0))
+      throw new Error(`--${name}: expected a positive integer, got ${args[name]}`);
   const cost = Number(args.cost);
+  if (!(cost >= 0)) throw new Error(`--cost: expected milliseconds (>= 0), got ${args.cost}`);
   const burn = (ms: number) => {
     const until = performance.now() + ms;
     while (performance.now() < until);

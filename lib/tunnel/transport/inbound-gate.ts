@@ -143,11 +143,6 @@ export class GatedInput {
     this.#resume = resume;
   }
 
-  /** Messages held for a later turn. */
-  get held(): number {
-    return this.#held.length;
-  }
-
   /** No longer new and holding nothing: its messages go straight through from now on. */
   get settled(): boolean {
     return this.#settled && this.#held.length === 0;
