@@ -4,6 +4,7 @@ import { realpathSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 import { ModuleCloseError } from "../../modules/runtime/index.ts";
 import { ConfigError } from "../../tool/config/errors.ts";
+import { exitIfStillRunning, LINGER_MS, SHUTDOWN_OVERRUN_MS } from "../../tool/exit-deadline.ts";
 import { installProcessErrorPolicy } from "../../tool/process-errors.ts";
 import { createAgent } from "./agent.ts";
 import { type AgentkConfig, agentkHelp, loadAgentkConfig } from "./config/index.ts";
@@ -55,13 +56,20 @@ export async function main(argv: readonly string[]): Promise<number> {
     log.fatal({ err }, "agentk failed");
     status = 1;
   }
+  const stuck = exitIfStillRunning(SHUTDOWN_GRACE_MS + SHUTDOWN_OVERRUN_MS, {
+    log,
+    code: 1,
+    reason: `shutdown did not finish within ${SHUTDOWN_GRACE_MS + SHUTDOWN_OVERRUN_MS} ms`,
+  });
   // On SIGTERM kas gets GoAway and in-flight streams their grace period.
   await agent.close(SHUTDOWN_GRACE_MS).catch((err: unknown) => {
     status = 1;
     for (const e of err instanceof ModuleCloseError ? err.errors : [err])
       log.error({ err: e }, "shutdown failed");
   });
+  stuck();
   await new Promise<void>((resolve) => log.flush(() => resolve()));
+  exitIfStillRunning(LINGER_MS, { log, code: status, reason: "stopped, but something is still open" });
   return status;
 }
 

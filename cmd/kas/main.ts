@@ -2,6 +2,7 @@
 // kas, the agent server, as a process: arguments, configuration, signals. server.ts composes the modules.
 import { realpathSync } from "node:fs";
 import { pathToFileURL } from "node:url";
+import { exitIfStillRunning, LINGER_MS, SHUTDOWN_OVERRUN_MS } from "../../tool/exit-deadline.ts";
 import { installProcessErrorPolicy } from "../../tool/process-errors.ts";
 import {
   ConfigError,
@@ -45,22 +46,32 @@ export async function main(argv: readonly string[]): Promise<number> {
   for (const warning of notUsedWarnings(config)) log.warn({}, warning);
   const kas = createKasServer({ config, secrets, log });
   const signalled = shutdownSignal(); // a signal during start still stops kas gracefully
+  let status: number;
   try {
     const addresses = await kas.start();
     // Tests and operators read the bound addresses from this line.
     log.info({ addresses, redis: redisConnection(config.redis) !== undefined }, "kas listening");
     const signal = await signalled;
     log.info({ signal, graceMs: config.shutdownGracePeriodMs }, "shutting down");
+    const graceMs = config.shutdownGracePeriodMs;
+    const stuck = exitIfStillRunning(graceMs + SHUTDOWN_OVERRUN_MS, {
+      log,
+      code: 1,
+      reason: `shutdown did not finish within ${graceMs + SHUTDOWN_OVERRUN_MS} ms`,
+    });
     await kas.close();
+    stuck();
     log.info({}, "stopped");
-    return 0;
+    status = 0;
   } catch (err) {
     log.fatal({ err }, "kas failed");
     await kas.close(0).catch(() => {});
-    return 1;
+    status = 1;
   } finally {
     await new Promise<void>((resolve) => log.flush(() => resolve()));
   }
+  exitIfStillRunning(LINGER_MS, { log, code: status, reason: "stopped, but something is still open" });
+  return status;
 }
 
 function usageError(err: unknown): number {

@@ -57,16 +57,24 @@ export class LeaseElector extends EventEmitter<{ elected: []; lost: [] }> implem
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#timer);
-    await this.#running;
-    if (!this.#leading) return;
-    this.#setLeading(false);
-    await this.#release().catch((err: unknown) =>
+    // The release is a courtesy (without it the lease expires on its own), so shutdown waits for
+    // the attempt under way and the release for the renew deadline at most.
+    const release = (async () => {
+      await this.#running;
+      if (!this.#leading) return;
+      this.#setLeading(false);
+      await this.#release();
+    })();
+    await within(release, this.#o.renewDeadlineMs, "releasing the lease").catch((err: unknown) =>
       this.#o.log?.warn({ err, lease: this.#o.name }, "cannot release the leader lease"),
     );
+    this.#setLeading(false);
   }
 
   #tick(): void {
-    this.#running = this.#tryAcquireOrRenew()
+    // An attempt the API server never answers counts as failed at the renew deadline, so a leader
+    // whose requests hang stops leading, as one whose requests fail does.
+    this.#running = within(this.#tryAcquireOrRenew(), this.#o.renewDeadlineMs, "lease request")
       .then(
         (held) => {
           if (held) {
@@ -160,6 +168,15 @@ export class LeaseElector extends EventEmitter<{ elected: []; lost: [] }> implem
       },
     });
   }
+}
+
+/** `promise`, or a rejection naming `what` once `ms` have passed. */
+function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 }
 
 function statusOf(err: unknown): number | undefined {

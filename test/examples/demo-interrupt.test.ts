@@ -31,7 +31,10 @@ test("Ctrl-C on npm run demo: agentk and kas exit cleanly, so does npm", async (
     );
     expect(child.exitCode).toBeNull();
     process.kill(-child.pid!, "SIGINT");
-    const [code, signal] = await within(exited, 30_000, "npm run demo to exit");
+    const [code, signal] = await within(exited, 30_000, "npm run demo to exit").catch((err: Error) => {
+      // Which daemon held on is in what they said.
+      throw new Error(`${err.message}; the demo said:\n${out.slice(-4000)}`);
+    });
     expect({ code, signal }).toEqual({ code: 0, signal: null });
     expect(out).toMatch(/agentk exited with code 0/);
     expect(out).toMatch(/kas exited with code 0/);

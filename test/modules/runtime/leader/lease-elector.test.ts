@@ -11,7 +11,7 @@ import { TOKEN } from "../../../kas/support/fixtures.ts";
 import { startInProcessKas } from "../../../kas/support/in-process.ts";
 import { startInProcessAgentk } from "../../../support/agentk-in-process.ts";
 import { type KubeApiServer, startKubeApiServer } from "../../../support/kube-apiserver.ts";
-import { until } from "../../../support/until.ts";
+import { until, within } from "../../../support/until.ts";
 
 let api: KubeApiServer;
 let dir: string;
@@ -107,6 +107,25 @@ describe("lease elector", () => {
     expect(a.leading).toBe(false);
     expect(events).toEqual(["a lost", "b elected"]); // never both
     expect(await holderOf("agent-two")).toBe("b");
+  });
+
+  test("a leader whose requests are never answered stops leading at the renew deadline, and its close does not wait on them", async () => {
+    let hanging = false;
+    const never = new Promise<never>(() => {});
+    const silent: LeaseApi = {
+      readNamespacedLease: (p) => (hanging ? never : coordination.readNamespacedLease(p)),
+      createNamespacedLease: (p) => (hanging ? never : coordination.createNamespacedLease(p)),
+      replaceNamespacedLease: (p) => (hanging ? never : coordination.replaceNamespacedLease(p)),
+    };
+    const a = elector("a", "agent-four", silent);
+    a.start();
+    await until(() => a.leading, 5000, "a leads");
+    const lost = new Promise<void>((resolve) => a.once("lost", resolve));
+    hanging = true;
+    await within(lost, 5000, "a to stop leading");
+    expect(a.leading).toBe(false);
+    // An attempt is under way (unanswered) as it closes: close settles all the same.
+    await within(a.close(), 5000, "close with an unanswered request");
   });
 
   test("a conflicting write (409) is a lost race, not an error", async () => {
