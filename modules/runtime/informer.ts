@@ -54,15 +54,18 @@ export class RetryingInformer<T extends KubernetesObject> {
       this.works();
       return result;
     };
-    // ListWatch only calls `watch` of the Watch it is given.
-    this.#lw = new ListWatch<T>(
-      source.path,
-      source.watch as Watch,
-      list,
-      false,
-      undefined,
-      source.fieldSelector,
-    );
+    // ListWatch only calls `watch` of the Watch it is given. Its stop aborts the watch it holds,
+    // but one it asks for after a list or while opening one under way at stop outlived it (held the
+    // process open after shutdown): no watch begins once stopped, and one opened meanwhile is aborted.
+    const watch: Pick<Watch, "watch"> = {
+      watch: async (path, query, callback, done) => {
+        if (this.#stopped) return new AbortController();
+        const request = await source.watch.watch(path, query, callback, done);
+        if (this.#stopped) request.abort();
+        return request;
+      },
+    };
+    this.#lw = new ListWatch<T>(source.path, watch as Watch, list, false, undefined, source.fieldSelector);
     this.#lw.on("add", (o) => handlers.add(o));
     this.#lw.on("update", (o) => handlers.update(o));
     this.#lw.on("delete", (o) => handlers.delete(o));
