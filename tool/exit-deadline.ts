@@ -19,9 +19,7 @@ export function exitIfStillRunning(
 ): () => void {
   const timer = setTimeout(() => {
     log.error({ open: openResources(), exitCode: code }, `${reason}; exiting`);
-    const exit = () => process.exit(code);
-    setTimeout(exit, 1000).unref(); // a flush that never completes must not hold the exit either
-    log.flush(exit);
+    flushAndExit(log, code);
   }, ms);
   timer.unref();
   return () => clearTimeout(timer);
@@ -32,4 +30,11 @@ function openResources(): Record<string, number> {
   const counts: Record<string, number> = {};
   for (const kind of process.getActiveResourcesInfo()) counts[kind] = (counts[kind] ?? 0) + 1;
   return counts;
+}
+
+/** Flushes the logs, then exits with `code`; after `flushTimeoutMs` it exits anyway (a flush that never completes must not hold the exit). */
+export function flushAndExit(log: Logger, code: number, flushTimeoutMs = 1000): void {
+  const exit = () => process.exit(code);
+  setTimeout(exit, flushTimeoutMs).unref();
+  log.flush(exit);
 }

@@ -1,3 +1,4 @@
+import { flushAndExit } from "./exit-deadline.ts";
 import type { Logger } from "./observability/logger.ts";
 
 export interface ProcessErrorPolicyOptions {
@@ -25,8 +26,6 @@ export function installProcessErrorPolicy(log: Logger, options: ProcessErrorPoli
     log.fatal({ err, origin }, "uncaught exception: exiting, the daemon's state is unknown");
     if (exiting) return;
     exiting = true;
-    const exit = () => process.exit(1);
-    setTimeout(exit, flushTimeoutMs).unref();
-    log.flush(exit);
+    flushAndExit(log, 1, flushTimeoutMs);
   });
 }

@@ -6,9 +6,16 @@ export type MainProcess = ChildProcess & { out: () => string; err: () => string 
 /**
  * Runs a daemon's main.ts as its own process (only PATH inherited; kas's proxy on plain HTTP unless
  * `env` says otherwise, so no certificate is made under the home directory), collecting what it prints.
+ * `preload`: a module imported before main (a test's way into the daemon).
  */
-export function runMain(main: string, args: string[], env: NodeJS.ProcessEnv = {}): MainProcess {
-  const child = spawn(process.execPath, ["--import", "tsx", main, ...args], {
+export function runMain(
+  main: string,
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  { preload }: { preload?: string } = {},
+): MainProcess {
+  const imports = ["--import", "tsx", ...(preload === undefined ? [] : ["--import", preload])];
+  const child = spawn(process.execPath, [...imports, main, ...args], {
     env: { PATH: process.env.PATH, KAS_AGENT_KUBERNETES_API_LISTEN_PLAINTEXT: "true", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -27,4 +34,12 @@ export function runMain(main: string, args: string[], env: NodeJS.ProcessEnv = {
 export async function exitCode(child: ChildProcess): Promise<number | null> {
   const [code] = (await once(child, "exit", { signal: AbortSignal.timeout(20_000) })) as [number | null];
   return code;
+}
+
+/** The JSON log lines among what a daemon printed, parsed. */
+export function jsonLines<T>(out: string): T[] {
+  return out
+    .split("\n")
+    .filter((l) => l.startsWith("{"))
+    .map((l) => JSON.parse(l) as T);
 }

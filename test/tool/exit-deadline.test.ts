@@ -1,13 +1,12 @@
 // Both daemons, as processes, with a handle left open that their shutdown knows nothing of: they
 // still exit after SIGTERM, saying what was left open.
-import { spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { portsEnv } from "../kas/support/kas-process.ts";
 import { closedPort } from "../support/ports.ts";
-import { exitCode } from "../support/run-main.ts";
+import { exitCode, jsonLines, runMain } from "../support/run-main.ts";
 import { until } from "../support/until.ts";
 
 const ROOT = join(import.meta.dirname, "../..");
@@ -24,19 +23,8 @@ afterAll(async () => {
 type Line = { level: number; msg: string; open?: Record<string, number>; exitCode?: number };
 
 async function leaksYetExits(main: string, args: string[], env: NodeJS.ProcessEnv, started: string) {
-  const child = spawn(process.execPath, ["--import", "tsx", "--import", LEAK, main, ...args], {
-    env: { PATH: process.env.PATH, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let out = "";
-  child.stdout.on("data", (d: Buffer) => {
-    out += d;
-  });
-  const lines = () =>
-    out
-      .split("\n")
-      .filter((l) => l.startsWith("{"))
-      .map((l) => JSON.parse(l) as Line);
+  const child = runMain(main, args, env, { preload: LEAK });
+  const lines = () => jsonLines<Line>(child.out());
   try {
     await until(() => lines().some((l) => l.msg === started), 20_000, started);
     child.kill("SIGTERM");

@@ -1,10 +1,9 @@
-import { spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { closedPort } from "../../support/ports.ts";
-import { exitCode } from "../../support/run-main.ts";
+import { exitCode, jsonLines, runMain } from "../../support/run-main.ts";
 import { until } from "../../support/until.ts";
 import { portsEnv } from "../support/kas-process.ts";
 
@@ -21,28 +20,15 @@ afterAll(async () => {
 
 /** A daemon's main.ts with the bug-playing preload; its stdout lines parsed as JSON. */
 function spawnDaemon(main: string, args: string[], env: NodeJS.ProcessEnv) {
-  const child = spawn(process.execPath, ["--import", "tsx", "--import", FAIL_ON_SIGNAL, main, ...args], {
-    env: { PATH: process.env.PATH, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let out = "";
-  child.stdout.on("data", (d: Buffer) => {
-    out += d;
-  });
+  const child = runMain(main, args, env, { preload: FAIL_ON_SIGNAL });
   const lines = () =>
-    out
-      .split("\n")
-      .filter((l) => l.startsWith("{"))
-      .map(
-        (l) =>
-          JSON.parse(l) as {
-            level: number;
-            msg: string;
-            err?: { message?: string };
-            addresses?: { observability: string };
-            url?: string;
-          },
-      );
+    jsonLines<{
+      level: number;
+      msg: string;
+      err?: { message?: string };
+      addresses?: { observability: string };
+      url?: string;
+    }>(child.out());
   return { child, lines };
 }
 
