@@ -14,7 +14,8 @@
 // static tokens file with N distinct agents), its RSS before any agent and with N idle tunnels held
 // by one load process (agents.ts), and its CPU over a window while they sit idle.
 // BENCH_SCALE_PROFILE=memory|snapshot also reports where kas's memory per tunnel goes (probe.js);
-// =cpu a V8 CPU profile of the idle window, =perf Linux perf samples of it (all threads, needs perf).
+// =cpu a V8 CPU profile of the idle window, =cpu-connect one of the agents' arrival, =perf Linux perf
+// samples of the idle window (all threads, needs perf).
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { AGENTK_KEEPALIVE_DEFAULT } from "../../cmd/agentk/config/index.ts";
@@ -58,7 +59,7 @@ const COUNTS = args.agents.split(",").map(Number);
 const TARGET_KIB = 16; // the performance issue: 20,000 agents at <= 16 KiB each, < 2 % of a core
 const TARGET_CPU_PCT = 2;
 const profile = process.env.BENCH_SCALE_PROFILE;
-const PROFILES = ["memory", "heap", "snapshot", "cpu", "perf"] as const;
+const PROFILES = ["memory", "heap", "snapshot", "cpu", "cpu-connect", "perf"] as const;
 if (profile !== undefined && !(PROFILES as readonly string[]).includes(profile)) {
   throw new Error(
     `BENCH_SCALE_PROFILE must be one of ${PROFILES.join(", ")}, got ${JSON.stringify(profile)}`,
@@ -126,7 +127,8 @@ for (const agents of COUNTS) {
   });
   log(
     `  kas fds ${m.kasFds}; a /metrics scrape ${round(m.scrapeMs)} ms; anonymous memory per agent ${round(m.anonPerAgentKiB)} KiB; ` +
-      `load process RSS per agent ${round(m.loadRssPerAgentKiB)} KiB; kas exit code ${m.kasExitCode}`,
+      `load process RSS per agent ${round(m.loadRssPerAgentKiB)} KiB; kas CPU per agent arriving ${round(m.connectCpuMsPerAgent, 2)} ms; ` +
+      `kas exit code ${m.kasExitCode}`,
   );
   const threads = m.threads.map((t) => `${t.thread} ${round(t.userPct, 2)}+${round(t.systemPct, 2)}`);
   log(`  idle CPU before any agent: ${round(m.baselineCpuPct, 2)} %`);
@@ -173,7 +175,8 @@ if (args.json) {
 function report(m: Measurement): void {
   if (m.profile!.cpu) {
     const { functions, files } = selfTime(m.profile!.cpu);
-    log("  idle window CPU profile, self time (% of samples, idle included):");
+    const window = profile === "cpu-connect" ? "arrival" : "idle window";
+    log(`  ${window} CPU profile, self time (% of samples, idle included):`);
     for (const f of functions) log(`    ${round(f.pct, 2).toFixed(2).padStart(6)} %  ${f.name}`);
     log("  by file:");
     for (const f of files) log(`    ${round(f.pct, 2).toFixed(2).padStart(6)} %  ${f.name}`);

@@ -34,7 +34,7 @@ export interface MeasureOptions {
   /**
    * "memory": process.memoryUsage() from inside kas; "heap": the same after a forced full
    * collection (retained memory only); "snapshot": heap snapshots as well; "cpu": a CPU profile of
-   * the idle window.
+   * the idle window; "cpu-connect": one of the agents' arrival (tunnels up to modules' first exchange).
    */
   profile?: Profile | undefined;
   log: (line: string) => void;
@@ -68,6 +68,8 @@ export interface Measurement {
   scrapeMs: number;
   loadRssPerAgentKiB: number;
   connectSeconds: number;
+  /** kas's CPU time (all threads) while the agents arrived, ms per agent: tunnels up, and their modules' first exchange. */
+  connectCpuMsPerAgent: number;
   kasExitCode: number | null;
   /** With configuration streams: agents that got their first configuration, and how long all took. */
   configured?: number;
@@ -88,7 +90,7 @@ export interface ThreadCpu {
   systemPct: number;
 }
 
-export type Profile = "memory" | "heap" | "snapshot" | "cpu" | "perf";
+export type Profile = "memory" | "heap" | "snapshot" | "cpu" | "cpu-connect" | "perf";
 
 export interface MemoryProbe {
   usage: NodeJS.MemoryUsage;
@@ -116,8 +118,12 @@ export async function measure(o: MeasureOptions): Promise<Measurement> {
     const probes: MemoryProbe[] = [];
     if (memory) probes.push(await probeMemory(pid, dir, 0));
 
+    if (o.profile === "cpu-connect") await probe(pid, dir, 0); // starts the profiler
+    const arrivalCpu0 = cpuSeconds(pid);
     load = spawnLoad(o, dir, kas.addresses.agent, tokens);
     const report = await loadReport(o, load);
+    const connectCpuMsPerAgent = ((cpuSeconds(pid) - arrivalCpu0) * 1000) / o.agents;
+    if (o.profile === "cpu-connect") await probe(pid, dir, 1); // writes cpu-1.cpuprofile
     const metrics = `${kas.addresses.observability}/metrics`;
     await waitForGauge(metrics, "kas_connected_agents", o.agents, 30_000);
     const idleSettleMs = o.idleSettleMs ?? o.settleMs;
@@ -161,6 +167,7 @@ export async function measure(o: MeasureOptions): Promise<Measurement> {
       scrapeMs,
       loadRssPerAgentKiB: loadRssKiB / o.agents,
       connectSeconds: report.seconds,
+      connectCpuMsPerAgent,
       ...(report.configured !== undefined && {
         configured: report.configured,
         configuredSeconds: report.configuredSeconds!,
@@ -301,7 +308,7 @@ function profileFiles(
   const memory = profile === "memory" || profile === "heap" || profile === "snapshot";
   return {
     ...(memory && { memory: probes as [MemoryProbe, MemoryProbe] }),
-    ...(profile === "cpu" && { cpu: join(dir, "cpu-1.cpuprofile") }),
+    ...((profile === "cpu" || profile === "cpu-connect") && { cpu: join(dir, "cpu-1.cpuprofile") }),
     ...(profile === "perf" && { perf: join(dir, "perf.data") }),
     ...(profile === "snapshot" && {
       snapshots: [join(dir, "heap-0.heapsnapshot"), join(dir, "heap-1.heapsnapshot")] as [string, string],

@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { markdownTable, round } from "../lib/stats.ts";
 import type { ModuleName } from "./agent-modules.ts";
+import { selfTime } from "./cpu-summary.ts";
 import { growthPerAgent } from "./heap-summary.ts";
 import { kasModulesSetup } from "./kas-modules.ts";
 import { type Measurement, type MeasureOptions, measure, type Profile } from "./measure.ts";
@@ -68,8 +69,17 @@ export async function modulesMode(o: ModulesModeOptions): Promise<void> {
         });
         o.log(
           `  RSS per agent ${round(m.rssPerAgentKiB)} KiB, heap after GC per agent ${round(per("heapUsed"))} KiB, ` +
-            `idle CPU ${round(m.idleCpuPct, 2)} %`,
+            `idle CPU ${round(m.idleCpuPct, 2)} %, kas CPU per agent arriving ${round(m.connectCpuMsPerAgent, 2)} ms`,
         );
+        if (m.profile?.cpu) {
+          o.log(
+            `  ${o.profile === "cpu-connect" ? "arrival" : "idle window"} CPU profile, self time (% of samples, idle included):`,
+          );
+          const { functions, files } = selfTime(m.profile.cpu, 25);
+          for (const f of functions) o.log(`    ${round(f.pct, 2).toFixed(2).padStart(6)} %  ${f.name}`);
+          o.log("  by file:");
+          for (const f of files) o.log(`    ${round(f.pct, 2).toFixed(2).padStart(6)} %  ${f.name}`);
+        }
         if (m.profile?.snapshots) {
           o.log("  per agent (heap snapshot, self size growth by type:constructor):");
           for (const g of growthPerAgent(...m.profile.snapshots, agents, 40)) {
@@ -95,6 +105,7 @@ export async function modulesMode(o: ModulesModeOptions): Promise<void> {
       external_per_agent_kib: round(r.externalPerAgentKiB),
       new_space_growth_mib: round(r.newSpaceGrowthMiB),
       idle_cpu_pct: round(r.m.idleCpuPct, 2),
+      arrival_cpu_ms_per_agent: round(r.m.connectCpuMsPerAgent, 2),
     }));
     process.stdout.write(`${JSON.stringify(json)}\n`);
     return;
@@ -118,6 +129,7 @@ export async function modulesMode(o: ModulesModeOptions): Promise<void> {
       round(r.externalPerAgentKiB),
       round(r.newSpaceGrowthMiB),
       round(r.m.idleCpuPct, 2),
+      round(r.m.connectCpuMsPerAgent, 2),
       verdict,
     ];
   });
@@ -133,6 +145,7 @@ export async function modulesMode(o: ModulesModeOptions): Promise<void> {
         "external per agent KiB",
         "new space growth MiB",
         "idle CPU % of one core",
+        "kas CPU ms per agent arriving",
         "target (every module)",
       ],
       table,

@@ -3,7 +3,7 @@
 //   memory | snapshot: memory-<seq>.json (process.memoryUsage(), V8 heap spaces), and with
 //                      "snapshot" heap-<seq>.heapsnapshot too
 //   heap:              the same after forced full collections (kas started with --expose-gc)
-//   cpu:               odd signals start the CPU profiler, even ones write cpu-<seq>.cpuprofile
+//   cpu, cpu-connect:  odd signals start the CPU profiler, even ones write cpu-<seq>.cpuprofile
 //   stalls:            stalls-<seq>.json: the event loop's stalls and the GC pauses since the
 //                      last signal (from the first signal on), each with its epoch time in ms
 import { writeFileSync } from "node:fs";
@@ -20,7 +20,7 @@ let inspector;
 
 /** @param {number} n */
 async function step(n) {
-  if (mode === "cpu") {
+  if (mode === "cpu" || mode === "cpu-connect") {
     if (!inspector) {
       inspector = new Session();
       inspector.connect();
