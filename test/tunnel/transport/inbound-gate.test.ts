@@ -1,13 +1,14 @@
 import { EventEmitter, once } from "node:events";
+import type { Socket } from "node:net";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import fc from "fast-check";
 import { describe, expect, test } from "vitest";
-import { WebSocket } from "ws";
+import { WebSocket, WebSocketServer } from "ws";
 import { serveTunnels, TunnelClient } from "../../../lib/tunnel/index.ts";
 import { ConnectionClosedError } from "../../../lib/tunnel/transport/errors.ts";
 import { InboundGate } from "../../../lib/tunnel/transport/inbound-gate.ts";
 import { createBinaryDuplex } from "../../../lib/tunnel/transport/ws-duplex.ts";
-import { within } from "../../support/until.ts";
+import { until, within } from "../../support/until.ts";
 
 /** A gate on a clock the test moves: each delivery "costs" what the message says, in ms. */
 function harness(newForMs: number, budgetMs: number) {
@@ -321,5 +322,58 @@ describe("the gate on a tunnel's WebSocket (ws-duplex)", () => {
     await nextTurn();
     await nextTurn();
     expect(got).toEqual(["1", "2"]);
+  });
+});
+
+describe("a flood into a gated tunnel (real WebSocket over TCP)", () => {
+  test("once the gate holds, the server stops reading the socket: a peer's flood waits in its own buffers", async () => {
+    // A gate that never has room again after its first delivery: each look at the clock is 100 ms later.
+    let clock = 0;
+    const gate = new InboundGate(Number.MAX_SAFE_INTEGER / 2, 10, () => (clock += 100));
+    const wss = new WebSocketServer({ host: "127.0.0.1", port: 0 });
+    await once(wss, "listening");
+    const { port } = wss.address() as { port: number };
+    let delivered = 0;
+    const served = new Promise<{ duplex: ReturnType<typeof createBinaryDuplex>; socket: Socket }>((resolve) =>
+      wss.once("connection", (ws) => {
+        const duplex = createBinaryDuplex(ws, { closedLocally: () => false, close: () => ws.close() }, gate);
+        duplex.stream.on("error", () => {});
+        duplex.messages.receive((m) => {
+          delivered += m.length;
+        });
+        resolve({ duplex, socket: (ws as unknown as { _socket: Socket })._socket });
+      }),
+    );
+    const client = new WebSocket(`ws://127.0.0.1:${port}`);
+    client.on("error", () => {});
+    try {
+      await within(once(client, "open"), 5_000, "the client's handshake");
+      const { duplex, socket } = await served;
+      const MESSAGE = 64 * 1024;
+      const SENT = 16 * 1024 * 1024;
+      const payload = Buffer.alloc(MESSAGE, 7);
+      for (let n = 0; n < SENT; n += MESSAGE) client.send(payload, { binary: true });
+      // Held input pauses the WebSocket; the socket then reads until its buffer is full, and stops.
+      await until(
+        () => socket.readableLength >= socket.readableHighWaterMark,
+        10_000,
+        "the server's socket to stop reading",
+      );
+      const read = socket.bytesRead;
+      for (let i = 0; i < 20; i++) await nextTurn();
+      expect(socket.bytesRead).toBe(read);
+      // What the server took in: a delivered message, what ws parsed from the reads before the
+      // pause (held by the gate), the socket's full buffer. The rest waits on the peer's side.
+      expect(delivered).toBe(MESSAGE);
+      expect(read).toBeLessThan(1024 * 1024);
+      expect(client.bufferedAmount).toBeGreaterThan(SENT / 2);
+      expect(gate.waiting).toBe(1);
+      duplex.stream.destroy();
+      expect(gate.waiting).toBe(0);
+    } finally {
+      client.terminate();
+      for (const ws of wss.clients) ws.terminate();
+      await new Promise((resolve) => wss.close(resolve));
+    }
   });
 });
