@@ -2,6 +2,7 @@
 // configuration projects and one GitOps manifest project as bare repositories Gitaly serves), two
 // kas replicas (processes from the build, so one can be killed) sharing Redis behind haproxy, and a probe agentk
 // with a Kubernetes test server, connected straight to the replica that survives.
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, renameSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
@@ -54,6 +55,8 @@ export interface HerdClusterOptions {
   kasEnv?: Record<string, string>;
   /** More environment for replica 1, the one that survives (a profiler preload, say), over kasEnv. */
   survivorEnv?: Record<string, string>;
+  /** CPUs replica 1 runs on, all its threads (taskset's list, e.g. "0-3"); default: not pinned. */
+  survivorCpus?: string;
 }
 
 export async function startHerdCluster(o: HerdClusterOptions): Promise<HerdCluster> {
@@ -145,6 +148,12 @@ export async function startHerdCluster(o: HerdClusterOptions): Promise<HerdClust
       ),
     );
     for (const k of kas) closers.push(() => k.kill());
+    if (o.survivorCpus) {
+      execFileSync("taskset", ["-a", "-p", "-c", o.survivorCpus, String(kas[1]!.child.pid)], {
+        stdio: "ignore",
+      });
+      o.log(`  replica 1 (the survivor) pinned to CPUs ${o.survivorCpus}`);
+    }
     const count = Math.ceil(o.agents / o.agentsPerHaproxy);
     const haproxies: Haproxy[] = [];
     for (let i = 0; i < count; i++) {

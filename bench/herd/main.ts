@@ -70,6 +70,12 @@ const { args, log } = benchArgs({
   "agents-per-haproxy": "8000",
   /** Extra environment for both kas replicas, "NAME=value,NAME=value" (V8 flags in NODE_OPTIONS, say). */
   "kas-env": "",
+  /**
+   * CPUs for the replica that survives, all its threads (`taskset -a -p`, e.g. "0" or "0-3"), so that
+   * nothing else of the bench runs on them when the bench itself is started on the others
+   * (`taskset -c 1 npm run bench:herd -- --survivor-cpus 0`). Default: not pinned.
+   */
+  "survivor-cpus": "",
 });
 const KAS_ENV = envList(args["kas-env"]);
 const N = Number(args.agents);
@@ -116,6 +122,7 @@ const cluster = await startHerdCluster({
   infoCacheTtl: args["info-cache-ttl"],
   log,
   kasEnv: KAS_ENV,
+  ...(args["survivor-cpus"] && { survivorCpus: args["survivor-cpus"] }),
   ...(PROFILE && {
     survivorEnv: {
       // After any NODE_OPTIONS --kas-env gave both replicas.
