@@ -25,7 +25,7 @@ import { benchArgs, envList } from "../lib/args.ts";
 import { buildKas } from "../lib/kas-build.ts";
 import { markdownTable, percentile, round } from "../lib/stats.ts";
 import { parseModules } from "../scale/agent-modules.ts";
-import { selfTime } from "../scale/cpu-summary.ts";
+import { logSelfTime } from "../scale/cpu-summary.ts";
 import { probe as probeStep } from "../scale/measure.ts";
 import { machineCpuSeconds } from "../scale/proc.ts";
 import { AgentsProcesses } from "./agents-processes.ts";
@@ -582,11 +582,7 @@ async function summariseProfile(window: string): Promise<void> {
   const kept = join(tmpdir(), `bench-herd-${startedAt.toISOString().replace(/[:.]/g, "-")}.cpuprofile`);
   copyFileSync(join(dir, "cpu-1.cpuprofile"), kept);
   log(`  the surviving replica's CPU profile over ${window}: ${kept}`);
-  const { functions, files } = selfTime(kept, 25);
-  log(`  surviving replica over ${window}, CPU profile self time (% of samples, idle included):`);
-  for (const f of functions) log(`    ${round(f.pct, 2).toFixed(2).padStart(6)} %  ${f.name}`);
-  log("  by file:");
-  for (const f of files) log(`    ${round(f.pct, 2).toFixed(2).padStart(6)} %  ${f.name}`);
+  logSelfTime(log, kept, `surviving replica over ${window}:`, 25);
 }
 
 function count(text: string, needle: string): number {

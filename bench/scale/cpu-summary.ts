@@ -7,6 +7,15 @@ interface ProfileNode {
   callFrame: { functionName: string; url: string; lineNumber: number };
 }
 
+/** Logs a profile's top functions and files by self time, under a line naming its `window`. */
+export function logSelfTime(log: (line: string) => void, path: string, window: string, top = 15): void {
+  const { functions, files } = selfTime(path, top);
+  log(`  ${window} CPU profile, self time (% of samples, idle included):`);
+  for (const f of functions) log(`    ${f.pct.toFixed(2).padStart(6)} %  ${f.name}`);
+  log("  by file:");
+  for (const f of files) log(`    ${f.pct.toFixed(2).padStart(6)} %  ${f.name}`);
+}
+
 /** The `top` functions and files by self time, as % of all samples (idle included). */
 export function selfTime(path: string, top = 15) {
   const { nodes } = JSON.parse(readFileSync(path, "utf8")) as { nodes: ProfileNode[] };

@@ -24,7 +24,7 @@ import { benchArgs, envList } from "../lib/args.ts";
 import { buildKas } from "../lib/kas-build.ts";
 import { markdownTable, round } from "../lib/stats.ts";
 import { parseModules } from "./agent-modules.ts";
-import { selfTime } from "./cpu-summary.ts";
+import { logSelfTime } from "./cpu-summary.ts";
 import { growthPerAgent } from "./heap-summary.ts";
 import { type Measurement, type MemoryProbe, measure, type Profile } from "./measure.ts";
 import { modulesMode } from "./modules-mode.ts";
@@ -173,14 +173,7 @@ if (args.json) {
 
 /** kas's own view of where its memory or idle CPU goes (stderr). */
 function report(m: Measurement): void {
-  if (m.profile!.cpu) {
-    const { functions, files } = selfTime(m.profile!.cpu);
-    const window = profile === "cpu-connect" ? "arrival" : "idle window";
-    log(`  ${window} CPU profile, self time (% of samples, idle included):`);
-    for (const f of functions) log(`    ${round(f.pct, 2).toFixed(2).padStart(6)} %  ${f.name}`);
-    log("  by file:");
-    for (const f of files) log(`    ${round(f.pct, 2).toFixed(2).padStart(6)} %  ${f.name}`);
-  }
+  if (m.profile!.cpu) logSelfTime(log, m.profile!.cpu, profile === "cpu-connect" ? "arrival" : "idle window");
   if (m.profile!.perf) {
     const out = execFileSync(
       "perf",

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { markdownTable, round } from "../lib/stats.ts";
 import type { ModuleName } from "./agent-modules.ts";
-import { selfTime } from "./cpu-summary.ts";
+import { logSelfTime } from "./cpu-summary.ts";
 import { growthPerAgent } from "./heap-summary.ts";
 import { kasModulesSetup } from "./kas-modules.ts";
 import { type Measurement, type MeasureOptions, measure, type Profile } from "./measure.ts";
@@ -71,15 +71,8 @@ export async function modulesMode(o: ModulesModeOptions): Promise<void> {
           `  RSS per agent ${round(m.rssPerAgentKiB)} KiB, heap after GC per agent ${round(per("heapUsed"))} KiB, ` +
             `idle CPU ${round(m.idleCpuPct, 2)} %, kas CPU per agent arriving ${round(m.connectCpuMsPerAgent, 2)} ms`,
         );
-        if (m.profile?.cpu) {
-          o.log(
-            `  ${o.profile === "cpu-connect" ? "arrival" : "idle window"} CPU profile, self time (% of samples, idle included):`,
-          );
-          const { functions, files } = selfTime(m.profile.cpu, 25);
-          for (const f of functions) o.log(`    ${round(f.pct, 2).toFixed(2).padStart(6)} %  ${f.name}`);
-          o.log("  by file:");
-          for (const f of files) o.log(`    ${round(f.pct, 2).toFixed(2).padStart(6)} %  ${f.name}`);
-        }
+        if (m.profile?.cpu)
+          logSelfTime(o.log, m.profile.cpu, o.profile === "cpu-connect" ? "arrival" : "idle window", 25);
         if (m.profile?.snapshots) {
           o.log("  per agent (heap snapshot, self size growth by type:constructor):");
           for (const g of growthPerAgent(...m.profile.snapshots, agents, 40)) {
