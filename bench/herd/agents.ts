@@ -1,13 +1,15 @@
 // The herd's agents, in a process of their own: each one as agentk keeps its tunnel (TunnelClient:
 // redial with agentk's backoff when the tunnel ends) and, on every new tunnel, starts its modules
 // (bench/scale/agent-modules.ts: configuration stream, tracker report, views push, GitOps stream).
-// An agent is "back" once its modules on the new tunnel had their first exchange with kas.
+// An agent is "back" once its modules on the new tunnel had their first exchange with kas. As
+// agentk, a reconnecting agent asks for its configuration and manifests with the commits it has,
+// and kas sends them only if they moved: those two streams count as back once opened again.
 // IPC with the runner (protocol.ts): "up" once every agent is back the first time; after "mark"
 // (the runner is about to kill a replica) it times each agent that lost its tunnel until it is back;
 // "report" answers with those times.
 import { readFileSync } from "node:fs";
 import { TunnelClient, type TunnelSession } from "../../lib/tunnel/index.ts";
-import { type AgentModules, startAgentModules } from "../scale/agent-modules.ts";
+import { type AgentHas, type AgentModules, startAgentModules } from "../scale/agent-modules.ts";
 import type { AgentsMessage, AgentsPlan, HerdReport } from "./protocol.ts";
 
 const plan = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as AgentsPlan;
@@ -19,6 +21,8 @@ const RETRY_MAX_MS = 30_000;
 interface Agent {
   client: TunnelClient;
   modules: AgentModules | undefined;
+  /** The commits it has, kept across its tunnels: sent again when it reconnects, as agentk does. */
+  has: AgentHas;
   /** Back on a tunnel with its modules ready. */
   up: boolean;
   /** When it lost its tunnel after the mark (ms, performance.now()), until it is back. */
@@ -37,15 +41,21 @@ let lastError: string | undefined;
 function startModules(agent: Agent, session: TunnelSession): void {
   agent.modules?.close();
   // As agentk: each module follows its own stream, and only a module that failed starts again.
-  const m = startAgentModules(session, plan.modules, undefined, {
-    firstMs: RETRY_FIRST_MS,
-    maxMs: RETRY_MAX_MS,
-    onFailure: (err) => {
-      moduleFailures++;
-      firstError ??= err.message;
-      lastError = err.message;
+  const m = startAgentModules(
+    session,
+    plan.modules,
+    undefined,
+    {
+      firstMs: RETRY_FIRST_MS,
+      maxMs: RETRY_MAX_MS,
+      onFailure: (err) => {
+        moduleFailures++;
+        firstError ??= err.message;
+        lastError = err.message;
+      },
     },
-  });
+    agent.has,
+  );
   agent.modules = m;
   m.ready.then(
     () => {
@@ -73,6 +83,7 @@ function agentFor(token: string, n: number): Agent {
   const agent: Agent = {
     client,
     modules: undefined,
+    has: { configuration: "", gitops: "" },
     up: false,
     downSince: undefined,
     tunnelBackMs: undefined,

@@ -3,7 +3,8 @@
 // and, on it, the generated clients' calls: agent_configuration's GetConfiguration stream,
 // agent_tracker's ReportAgent, cluster_views' PushViews stream (a snapshot, then idle) and gitops'
 // GetObjectsToSynchronize stream. The agent side is cheap (no informers, no applier); kas sees what
-// it sees from agentk.
+// it sees from agentk. As agentk, an agent that reconnects says which commits it has (AgentHas):
+// kas then sends its configuration and manifests only if they moved.
 import * as grpc from "@grpc/grpc-js";
 import { createTunnelChannel, Kind, openWithHeader, type TunnelSession } from "../../lib/tunnel/index.ts";
 import type { ClusterViews } from "../../modules/cluster_views/views.ts";
@@ -69,6 +70,16 @@ const VIEWS: ClusterViews = {
   warnings: { latest: [] },
 };
 
+/**
+ * The commits an agent has, kept across its tunnels as agentk keeps them: the configuration's and
+ * the GitOps manifests' it last received ("" for none). Each stream's request carries them, so kas
+ * sends nothing to an agent that reconnects with what is current.
+ */
+export interface AgentHas {
+  configuration: string;
+  gitops: string;
+}
+
 export interface AgentModules {
   /** Resolves once every module's first exchange is done (configuration, report answered, snapshot sent, manifests). */
   ready: Promise<void>;
@@ -89,13 +100,16 @@ export interface ModuleRetry {
  * Starts `modules` for one agent over `session`. Without `retry`, a module's error rejects
  * `ready`; with it, only that module starts again after a delay, and `ready` waits for every
  * module's first exchange. `timeoutMs` bounds the unary call (the load process's own deadline for
- * every module: a loaded machine takes minutes).
+ * every module: a loaded machine takes minutes). `has`: what the agent kept from earlier tunnels
+ * (updated as commits arrive); a stream for which it has a commit counts as up once opened, since
+ * kas sends nothing on it until that commit moves.
  */
 export function startAgentModules(
   session: TunnelSession,
   modules: readonly ModuleName[],
   timeoutMs = 60_000,
   retry?: ModuleRetry,
+  has: AgentHas = { configuration: "", gitops: "" },
 ): AgentModules {
   const channel = createTunnelChannel(
     (signal) => openWithHeader(() => session.open(), { kind: Kind.KIND_GRPC }, { signal, timeoutMs: 60_000 }),
@@ -117,12 +131,16 @@ export function startAgentModules(
       switch (m) {
         case "configuration": {
           const call = new AgentConfigurationServiceClient("kas", insecure, options).getConfiguration(
-            { commitId: "" },
+            { commitId: has.configuration },
             waitForReady(),
           );
-          call.once("data", () => resolve());
+          call.on("data", (c: { commitId: string }) => {
+            has.configuration = c.commitId;
+            resolve();
+          });
           call.on("error", failed(m, reject));
           calls.push(call);
+          if (has.configuration !== "") resolve();
           return;
         }
         case "tracker": {
@@ -160,17 +178,23 @@ export function startAgentModules(
           const call = new GitopsServiceClient("kas", insecure, options).getObjectsToSynchronize(
             {
               projectId: MANIFEST_PROJECT,
-              commitId: "",
+              commitId: has.gitops,
               paths: [{ glob: "manifests/**/*.yaml" }],
               ref: undefined,
             },
             waitForReady(),
           );
+          let commit = "";
           call.on("data", (r: GetObjectsToSynchronizeResponse) => {
-            if (r.trailer) resolve();
+            if (r.header) commit = r.header.commitId;
+            if (r.trailer) {
+              has.gitops = commit; // applied, as agentk's applier reports it
+              resolve();
+            }
           });
           call.on("error", failed(m, reject));
           calls.push(call);
+          if (has.gitops !== "") resolve();
           return;
         }
       }
