@@ -149,8 +149,9 @@ export async function startHerdCluster(o: HerdClusterOptions): Promise<HerdClust
     );
     for (const k of kas) closers.push(() => k.kill());
     if (o.survivorCpus) {
+      // taskset's own message (no such CPU, say) goes to stderr with the failure.
       execFileSync("taskset", ["-a", "-p", "-c", o.survivorCpus, String(kas[1]!.child.pid)], {
-        stdio: "ignore",
+        stdio: ["ignore", "ignore", "inherit"],
       });
       o.log(`  replica 1 (the survivor) pinned to CPUs ${o.survivorCpus}`);
     }

@@ -78,6 +78,8 @@ const { args, log } = benchArgs({
   "survivor-cpus": "",
 });
 const KAS_ENV = envList(args["kas-env"]);
+if (args["survivor-cpus"] && !/^\d+(-\d+)?(,\d+(-\d+)?)*$/.test(args["survivor-cpus"]))
+  throw new Error(`--survivor-cpus: expected a CPU list such as 0 or 0-3,6, got ${args["survivor-cpus"]}`);
 const N = Number(args.agents);
 if (!(Number.isInteger(Number(args["agents-per-haproxy"])) && Number(args["agents-per-haproxy"]) > 0))
   throw new Error(`--agents-per-haproxy: expected a positive integer, got ${args["agents-per-haproxy"]}`);
